@@ -1,0 +1,55 @@
+"""The `decisionrag` command: a thin shell over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .._errors import DecisionRAGError
+
+# each module defines register(subparsers); its commands set `func(args) -> int`
+_COMMAND_MODULES = ("_tree_cmds", "_ask", "_eval", "_judge_cmds")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="decisionrag",
+        description="Retriever-free retrieval: build a tree of your documents, then let a "
+        "decision model walk it to find the passages that answer a question.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        module.register(subparsers)
+    return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except DecisionRAGError as exc:
+        print(f"decisionrag: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("decisionrag: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

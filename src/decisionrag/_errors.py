@@ -1,0 +1,65 @@
+"""The exception tree of decisionrag.
+
+DecisionRAGError
+├── InputError            bad user input: a file, line or field is named in the message
+│   └── TreeFormatError   a tree file that is missing, corrupt or of another schema version
+├── JudgeError            a decision model failed or answered something unusable
+│   ├── JudgeConfigError  unknown judge id, missing key, missing optional dependency
+│   ├── JudgeRequestError the server refused the request (400/401/403/404/422): retrying won't help
+│   ├── JudgeUnavailable  retries exhausted (408/429/5xx, timeouts, connection errors)
+│   └── JudgeProtocolError the answer broke the protocol (missing answers, NaN, bad sums)
+└── NavigationError       a navigation configuration that cannot run on this tree
+"""
+
+from __future__ import annotations
+
+
+class DecisionRAGError(Exception):
+    """Base class of every error decisionrag raises on purpose."""
+
+
+class InputError(DecisionRAGError, ValueError):
+    """A user-supplied input is malformed; the message names the file, line or field."""
+
+
+class TreeFormatError(InputError):
+    """A tree file is missing, corrupt, or written by an incompatible schema version."""
+
+
+class JudgeError(DecisionRAGError):
+    """A decision model could not give a usable answer."""
+
+
+class JudgeConfigError(JudgeError):
+    """A judge cannot be constructed: bad id, missing API key or missing optional dependency."""
+
+
+class JudgeRequestError(JudgeError):
+    """The server rejected the request; retrying the same request will not help."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class JudgeUnavailable(JudgeError):
+    """The server kept failing (throttling, server errors, timeouts) after all retries."""
+
+
+class JudgeProtocolError(JudgeError):
+    """The server answered, but the answer breaks the decision-model protocol."""
+
+
+class NavigationError(DecisionRAGError):
+    """A navigation preset or setting cannot be applied to this tree."""
+
+
+class MissingDependency(DecisionRAGError, ImportError):
+    """An optional dependency is missing; the message names the extra that installs it."""
+
+
+def missing_extra(package: str, extra: str) -> MissingDependency:
+    """The error raised when an optional dependency is not installed."""
+    return MissingDependency(
+        f"{package!r} is not installed; install it with: pip install 'decisionrag[{extra}]'"
+    )

@@ -1,0 +1,202 @@
+"""The judge contract: one small async interface every decision model implements.
+
+A judge answers two kinds of requests over one shared context:
+
+* ``binary``: one yes/no question per candidate; returns P(yes) per question, each
+  normalised over yes/no only (they need not sum to one);
+* ``choice``: one question whose options are candidates; returns a distribution over the
+  options that sums to one.
+
+Requests carry both the rendered text (what a language model reads) and the structured
+pieces it was rendered from (the query and the candidates' texts), so that judges that do
+not read text as a whole (the embedded judge, test doubles) need not parse it back.
+Judges know nothing about trees: candidate ids are opaque strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import JudgeProtocolError
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request to a judge may hold. ``None`` means no limit of that kind."""
+
+    max_questions: int | None = None
+    max_options: int = 255
+    max_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Usage:
+    """What requests cost. Adds up with ``+``; ``cost_usd`` is None when no price is set."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    cost_usd: float | None = None
+    cached: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost: float | None
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            seconds=self.seconds + other.seconds,
+            cost_usd=cost,
+            cached=self.cached + other.cached,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "seconds": round(self.seconds, 4),
+            "cost_usd": self.cost_usd,
+            "cached": self.cached,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate as the judge sees it: an opaque id and the text rendered for it."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryRequest:
+    """Parallel yes/no questions over one shared context; ``questions[i]`` is about
+    ``candidates[i]`` (when candidates are given)."""
+
+    context: str
+    questions: tuple[str, ...]
+    query: str = ""
+    candidates: tuple[Candidate, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.candidates and len(self.candidates) != len(self.questions):
+            raise ValueError("a binary request needs one question per candidate")
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceRequest:
+    """One multiple-choice question over a shared context; ``options[i]`` is the label of
+    ``candidates[i]`` (e.g. "Passage 3")."""
+
+    context: str
+    question: str
+    options: tuple[str, ...]
+    query: str = ""
+    candidates: tuple[Candidate, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.candidates and len(self.candidates) != len(self.options):
+            raise ValueError("a choice request needs one option per candidate")
+
+
+@dataclass(slots=True)
+class BinaryResult:
+    probabilities: list[float]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(slots=True)
+class ChoiceResult:
+    probabilities: list[float]
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def choice(self) -> int:
+        return max(range(len(self.probabilities)), key=self.probabilities.__getitem__)
+
+
+def estimate_tokens(text: str) -> int:
+    """A fast, conservative token estimate (about 4 characters a token for English)."""
+    return len(text) // 4 + 1
+
+
+def check_binary(probabilities: Sequence[float], expected: int, who: str) -> list[float]:
+    """Validate P(yes) values: one per question, finite, in [0, 1]."""
+    if len(probabilities) != expected:
+        raise JudgeProtocolError(f"{who}: {len(probabilities)} answers for {expected} questions")
+    values = [float(p) for p in probabilities]
+    for index, p in enumerate(values):
+        if not math.isfinite(p) or p < 0.0 or p > 1.0:
+            raise JudgeProtocolError(f"{who}: answer {index} has P(yes)={p!r}, not a probability")
+    return values
+
+
+def check_choice(probabilities: Sequence[float], expected: int, who: str, tol: float = 1e-3) -> list[float]:
+    """Validate a choice distribution: one value per option, finite, non-negative, sums to 1."""
+    if len(probabilities) != expected:
+        raise JudgeProtocolError(f"{who}: {len(probabilities)} probabilities for {expected} options")
+    values = [float(p) for p in probabilities]
+    if any(not math.isfinite(p) or p < 0.0 for p in values):
+        raise JudgeProtocolError(f"{who}: choice probabilities {values[:5]}… are not probabilities")
+    total = sum(values)
+    if abs(total - 1.0) > tol:
+        raise JudgeProtocolError(f"{who}: choice probabilities sum to {total:.6f}, not 1")
+    return [p / total for p in values]
+
+
+class Judge(ABC):
+    """A decision model. Implement `binary` and `choice`; the sync wrappers come free.
+
+    Subclasses set `name` (the id they were loaded by) and `limits`, and may set
+    `price_per_million_input` (USD) so that usage carries a cost.
+    """
+
+    name: str = "judge"
+    limits: Limits = Limits()
+    price_per_million_input: float | None = None
+
+    @abstractmethod
+    async def binary(self, request: BinaryRequest) -> BinaryResult:
+        """P(yes) for every question of `request`, in order."""
+
+    @abstractmethod
+    async def choice(self, request: ChoiceRequest) -> ChoiceResult:
+        """A distribution over the options of `request` that sums to one."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens `text` will cost in a request (an estimate unless the judge knows better)."""
+        return estimate_tokens(text)
+
+    def cost(self, input_tokens: int) -> float | None:
+        if self.price_per_million_input is None:
+            return None
+        return input_tokens * self.price_per_million_input / 1_000_000
+
+    async def aclose(self) -> None:
+        """Release connections; the judge may not be used afterwards."""
+
+    def binary_sync(self, request: BinaryRequest) -> BinaryResult:
+        return asyncio.run(self.binary(request))
+
+    def choice_sync(self, request: ChoiceRequest) -> ChoiceResult:
+        return asyncio.run(self.choice(request))
+
+    async def __aenter__(self) -> Judge:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

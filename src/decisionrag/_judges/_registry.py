@@ -1,0 +1,83 @@
+"""Judge ids: ``backend:model`` strings, parsed here and nowhere else."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import JudgeConfigError
+from ._base import Judge
+
+# backend name -> (module, factory function); modules are imported only when used
+_BACKENDS: dict[str, tuple[str, str]] = {
+    "typesafe": ("decisionrag._judges._jev", "typesafe_judge"),
+    "openrouter": ("decisionrag._judges._jev", "openrouter_judge"),
+    "jev-compatible": ("decisionrag._judges._jev", "jev_compatible_judge"),
+    "openai": ("decisionrag._judges._openai", "openai_judge"),
+    "local": ("decisionrag._judges._local", "local_judge"),
+    "embedded": ("decisionrag._judges._embedded", "embedded_judge"),
+    "scripted": ("decisionrag._judges._registry", "_scripted_judge"),
+    "simulated": ("decisionrag._judges._registry", "_simulated_judge"),
+}
+
+BACKENDS = tuple(_BACKENDS)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeId:
+    backend: str
+    model: str
+
+
+def parse_judge_id(judge_id: str) -> JudgeId:
+    """Split ``backend:model``; the model part may itself contain colons (URLs)."""
+    backend, _, model = judge_id.strip().partition(":")
+    if backend not in _BACKENDS:
+        known = ", ".join(BACKENDS)
+        raise JudgeConfigError(f"unknown judge {judge_id!r}: the backend must be one of {known}")
+    return JudgeId(backend, model)
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """``latency=0.2,concurrency=8`` -> {"latency": "0.2", "concurrency": "8"}."""
+    options: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise JudgeConfigError(f"judge option {part!r} is not of the form name=value")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def load_judge(judge_id: str = "embedded", **options: Any) -> Judge:
+    """A judge from its id, e.g. ``typesafe:jev-1.13``, ``jev-compatible:http://127.0.0.1:8000``,
+    ``local:/models/qwen3-1.7b``, ``embedded``, ``scripted``, ``simulated:latency=0.2``.
+
+    Keyword options go to the backend (e.g. ``concurrency=8``, ``cache_dir=...``,
+    ``price_per_million_input=0.042``).
+    """
+    parsed = parse_judge_id(judge_id)
+    module_name, factory_name = _BACKENDS[parsed.backend]
+    factory = getattr(importlib.import_module(module_name), factory_name)
+    judge: Judge = factory(parsed.model, **options)
+    judge.name = judge_id
+    return judge
+
+
+def _scripted_judge(model: str, **options: Any) -> Judge:
+    from ._testing import ScriptedJudge
+
+    return ScriptedJudge(**options)
+
+
+def _simulated_judge(model: str, **options: Any) -> Judge:
+    from ._testing import SimulatedJudge
+
+    settings: dict[str, Any] = parse_options(model)
+    latency = float(settings.pop("latency", 0.2))
+    if "concurrency" in settings:
+        options.setdefault("concurrency", int(settings.pop("concurrency")))
+    if settings:
+        raise JudgeConfigError(f"simulated judge: unknown options {sorted(settings)}")
+    return SimulatedJudge(latency, **options)

@@ -1,0 +1,6 @@
+"""Corpus trees: the node model and the SQLite store."""
+
+from ._model import DocumentSpec, Node, NodeKind, PassageSpec
+from ._store import SCHEMA_VERSION, Tree, TreeWriter
+
+__all__ = ["SCHEMA_VERSION", "DocumentSpec", "Node", "NodeKind", "PassageSpec", "Tree", "TreeWriter"]

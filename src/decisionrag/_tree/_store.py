@@ -1,0 +1,506 @@
+"""The embedded tree store: one SQLite file, schema-versioned, written atomically.
+
+This module is the only code in decisionrag that writes SQL.
+
+Layout: one ``nodes`` table. Ids are integers assigned as nodes are written; a document's
+sections and passages are written together, so every document (and section) owns the
+contiguous id range ``id..end_id`` and its passages come back in reading order with one
+range scan. Group nodes may be added later (clustering) and re-parent documents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._errors import InputError, TreeFormatError
+from ._model import DocumentSpec, Node, NodeKind
+
+SCHEMA_VERSION = 1
+HEADING_SEP = "\x1f"
+ROOT_KEY = "root"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE nodes (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    parent INTEGER,
+    kind INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    doc INTEGER,
+    end_id INTEGER NOT NULL,
+    n_passages INTEGER NOT NULL DEFAULT 0,
+    title TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    heading TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL DEFAULT '',
+    meta TEXT
+);
+"""
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, pos);
+CREATE UNIQUE INDEX IF NOT EXISTS nodes_key ON nodes (key);
+"""
+_COLUMNS = "id, key, parent, kind, pos, doc, end_id, n_passages, title, description, heading, text, meta"
+_INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+Row = tuple[Any, ...]
+
+
+def _row_to_node(row: Row) -> Node:
+    heading = tuple(row[10].split(HEADING_SEP)) if row[10] else ()
+    meta = json.loads(row[12]) if row[12] else {}
+    return Node(
+        id=row[0], key=row[1], parent=row[2], kind=NodeKind(row[3]), pos=row[4], doc=row[5],
+        end=row[6], n_passages=row[7], title=row[8], description=row[9], heading=heading,
+        text=row[11], meta=meta,
+    )
+
+
+def default_description(title: str, spec: DocumentSpec) -> str:
+    """A document's description: its title, then its distinct top-level headings."""
+    tops: list[str] = []
+    for passage in spec.passages:
+        if passage.section and passage.section[0] not in tops and passage.section[0] != title:
+            tops.append(passage.section[0])
+    if not tops:
+        return title
+    return f"{title} — {'; '.join(tops)}" if title else "; ".join(tops)
+
+
+class TreeWriter:
+    """Writes a tree to a temporary file and renames it into place on success.
+
+    Use as a context manager. If the block raises (or the process dies), no file is left at
+    `path`; the temporary file is removed. ``TreeWriter.update(path)`` copies an existing tree
+    to a temporary file for additions (e.g. new documents assigned to existing groups).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, root_title: str = "") -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
+        os.close(fd)
+        self.tmp_path = Path(tmp)
+        self._db = sqlite3.connect(self.tmp_path, isolation_level=None)
+        self._tune()
+        self._next_id = 0
+        self._groups: dict[tuple[str, ...], int] = {}
+        self._child_count: dict[int, int] = {}
+        self.meta: dict[str, Any] = {}
+        self.counts: dict[str, int] = {kind.label: 0 for kind in NodeKind}
+        self._pending: list[Row] = []
+        self._begun = False
+        if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            self._db.executescript(_SCHEMA)
+            self.root_id = self._insert_simple(ROOT_KEY, None, NodeKind.ROOT, root_title, root_title)
+
+    @classmethod
+    def update(cls, path: str | os.PathLike[str]) -> TreeWriter:
+        """Open an existing tree for additions; the original stays untouched until commit."""
+        source = Tree.open(path)
+        source.close()
+        writer = cls.__new__(cls)
+        writer.path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=writer.path.name + ".", suffix=".tmp", dir=writer.path.parent)
+        os.close(fd)
+        writer.tmp_path = Path(tmp)
+        src = sqlite3.connect(f"file:{writer.path}?mode=ro", uri=True)
+        writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
+        src.backup(writer._db)
+        src.close()
+        writer._tune()
+        writer._pending = []
+        writer._begun = False
+        writer._load_state()
+        return writer
+
+    def _tune(self) -> None:
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("PRAGMA cache_size=-65536")
+        self._db.execute("PRAGMA temp_store=MEMORY")
+
+    def _load_state(self) -> None:
+        db = self._db
+        self._next_id = db.execute("SELECT coalesce(max(id), -1) + 1 FROM nodes").fetchone()[0]
+        self.root_id = db.execute("SELECT id FROM nodes WHERE kind=0").fetchone()[0]
+        self.meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        self.counts = {kind.label: 0 for kind in NodeKind}
+        for kind, count in db.execute("SELECT kind, count(*) FROM nodes GROUP BY kind"):
+            self.counts[NodeKind(kind).label] = count
+        self._child_count = dict(db.execute("SELECT parent, count(*) FROM nodes GROUP BY parent"))
+        self._groups = {}
+        for gid, in db.execute("SELECT id FROM nodes WHERE kind=1"):
+            path = tuple(n.title for n in self._ancestry(gid))
+            self._groups[path] = gid
+
+    def _ancestry(self, node_id: int) -> list[Node]:
+        chain: list[Node] = []
+        current: int | None = node_id
+        while current is not None:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE id=?", (current,)).fetchone()
+            node = _row_to_node(row)
+            if node.kind != NodeKind.ROOT:
+                chain.append(node)
+            current = node.parent
+        return chain[::-1]
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        node_id = self._next_id
+        self._next_id += 1
+        return node_id
+
+    def _next_pos(self, parent: int) -> int:
+        pos = self._child_count.get(parent, 0)
+        self._child_count[parent] = pos + 1
+        return pos
+
+    def _begin(self) -> None:
+        if not self._begun:
+            self._db.execute("BEGIN")
+            self._begun = True
+
+    def _insert_simple(
+        self, key: str, parent: int | None, kind: NodeKind, title: str, description: str,
+        meta: dict[str, Any] | None = None,
+    ) -> int:
+        node_id = self._new_id()
+        pos = self._next_pos(parent) if parent is not None else 0
+        self._begin()
+        self._db.execute(_INSERT, (
+            node_id, key, parent, int(kind), pos, None, node_id, 0, title, description, "", "",
+            json.dumps(meta) if meta else None,
+        ))
+        self.counts[kind.label] += 1
+        return node_id
+
+    def add_group(
+        self, title: str, parent: int | None = None, *, description: str | None = None,
+        key: str | None = None, meta: dict[str, Any] | None = None,
+    ) -> int:
+        """Add a group node under `parent` (default: the root) and return its id."""
+        parent = self.root_id if parent is None else parent
+        key = key or f"g:{self._next_id}"
+        return self._insert_simple(key, parent, NodeKind.GROUP, title, description or title, meta)
+
+    def group_for(self, path: Sequence[str]) -> int:
+        """The id of the group at `path` (outermost first), creating missing groups in order."""
+        parent = self.root_id
+        for depth in range(1, len(path) + 1):
+            prefix = tuple(path[:depth])
+            if prefix not in self._groups:
+                key = "g:" + "/".join(prefix)
+                self._groups[prefix] = self.add_group(prefix[-1], parent, key=key)
+            parent = self._groups[prefix]
+        return parent
+
+    def add_document(self, spec: DocumentSpec, parent: int | None = None) -> int:
+        """Write a document, its sections and its passages; return the document's id."""
+        if parent is None:
+            parent = self.group_for(spec.groups) if spec.groups else self.root_id
+        doc_id = self._new_id()
+        doc_key = spec.key or f"d{doc_id}"
+        rows: list[Row] = []
+        open_sections: list[list[Any]] = []  # rows of sections still being filled, outermost first
+        counters: dict[int, int] = {}
+
+        def pos_in(parent_id: int) -> int:
+            value = counters.get(parent_id, 0)
+            counters[parent_id] = value + 1
+            return value
+
+        for index, passage in enumerate(spec.passages):
+            path = passage.section
+            keep = 0
+            while keep < len(open_sections) and keep < len(path) and open_sections[keep][8] == path[keep]:
+                keep += 1
+            del open_sections[keep:]
+            for depth in range(keep, len(path)):
+                section_parent = open_sections[-1][0] if open_sections else doc_id
+                section_id = self._new_id()
+                heading = HEADING_SEP.join(path[: depth + 1])
+                row = [section_id, f"{doc_key}#s{section_id - doc_id}", section_parent,
+                       int(NodeKind.SECTION), pos_in(section_parent), doc_id, section_id, 0,
+                       path[depth], " > ".join(path[: depth + 1]), heading, "", None]
+                rows.append(row)  # type: ignore[arg-type]
+                open_sections.append(row)
+            passage_parent = open_sections[-1][0] if open_sections else doc_id
+            passage_id = self._new_id()
+            key = passage.key or f"{doc_key}#p{index}"
+            rows.append((passage_id, key, passage_parent, int(NodeKind.PASSAGE), pos_in(passage_parent),
+                         doc_id, passage_id, 1, "", passage.text, HEADING_SEP.join(path), passage.text,
+                         json.dumps(passage.meta) if passage.meta else None))
+            for row in open_sections:
+                row[6] = passage_id
+                row[7] += 1
+        title = spec.title
+        description = spec.description or default_description(title, spec)
+        end_id = self._next_id - 1
+        doc_row = (doc_id, doc_key, parent, int(NodeKind.DOCUMENT), self._next_pos(parent), doc_id,
+                   end_id, len(spec.passages), title, description, "", "",
+                   json.dumps(spec.meta) if spec.meta else None)
+        self._pending.append(doc_row)
+        self._pending.extend(tuple(r) for r in rows)
+        self.counts["document"] += 1
+        self.counts["passage"] += len(spec.passages)
+        self.counts["section"] += len(rows) - len(spec.passages)
+        if len(self._pending) >= 50_000:
+            self._flush()
+        return doc_id
+
+    def add_documents(self, specs: Iterable[DocumentSpec]) -> int:
+        count = 0
+        for spec in specs:
+            self.add_document(spec)
+            count += 1
+        return count
+
+    def move(self, node_id: int, new_parent: int) -> None:
+        """Re-parent a node (e.g. a document under a new cluster group), appended last."""
+        self._flush()
+        self._db.execute("UPDATE nodes SET parent=?, pos=? WHERE id=?",
+                         (new_parent, self._next_pos(new_parent), node_id))
+
+    def set_order(self, parent: int, ordered_children: Sequence[int]) -> None:
+        """Set the reading order of `parent`'s children."""
+        self._flush()
+        self._db.executemany("UPDATE nodes SET pos=? WHERE id=? AND parent=?",
+                             [(pos, child, parent) for pos, child in enumerate(ordered_children)])
+
+    def set_description(self, node_id: int, description: str) -> None:
+        self._flush()
+        self._db.execute("UPDATE nodes SET description=? WHERE id=?", (description, node_id))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run SQL on the file being written (for store extensions: clustering tables)."""
+        self._flush()
+        return self._db.execute(sql, params).fetchall()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._begin()
+            self._db.executemany(_INSERT, self._pending)
+            self._pending.clear()
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def _roll_up_counts(self) -> None:
+        """Passage counts of groups and the root: sums over their documents, bottom-up."""
+        rows = self._db.execute("SELECT id, parent, kind, n_passages FROM nodes WHERE kind<=2").fetchall()
+        parents = {row[0]: row[1] for row in rows}
+        totals = {row[0]: 0 for row in rows if row[2] != NodeKind.DOCUMENT}
+        for node_id, parent, kind, n_passages in rows:
+            if kind == NodeKind.DOCUMENT:
+                current = parent
+                while current is not None:
+                    totals[current] += n_passages
+                    current = parents[current]
+        self._db.executemany("UPDATE nodes SET n_passages=? WHERE id=?",
+                             [(total, node_id) for node_id, total in totals.items()])
+
+    def commit(self) -> Path:
+        """Finish the file (counts, indexes, metadata) and rename it to `path`."""
+        self._flush()
+        self._begin()
+        self._roll_up_counts()
+        self.meta.update({
+            "schema_version": SCHEMA_VERSION,
+            "counts": self.counts,
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        })
+        self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                             [(k, json.dumps(v)) for k, v in self.meta.items()])
+        self._db.execute("COMMIT")
+        self._begun = False
+        try:
+            self._db.executescript(_INDEXES)
+        except sqlite3.IntegrityError as exc:
+            raise InputError(f"duplicate node ids in {self.path}: {self._duplicate_keys()}") from exc
+        self._db.execute("ANALYZE")
+        self._db.close()
+        os.replace(self.tmp_path, self.path)
+        return self.path
+
+    def _duplicate_keys(self) -> str:
+        rows = self._db.execute(
+            "SELECT key, count(*) FROM nodes GROUP BY key HAVING count(*) > 1 LIMIT 5").fetchall()
+        return ", ".join(f"{key!r} ×{count}" for key, count in rows)
+
+    def abort(self) -> None:
+        try:
+            self._db.close()
+        finally:
+            self.tmp_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> TreeWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            try:
+                self.commit()
+            except BaseException:
+                self.abort()
+                raise
+        else:
+            self.abort()
+
+
+class Tree:
+    """A corpus tree opened read-only. Nothing is loaded until asked for.
+
+    >>> tree = Tree.open("corpus.tree")
+    >>> [child.title for child in tree.children(tree.root.id)]
+    """
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._db = db
+        self.file = path
+        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        self.root = self._one("SELECT {} FROM nodes WHERE kind=0 LIMIT 1")
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Tree:
+        """Open a tree file read-only; raises TreeFormatError if it is not a usable tree."""
+        path = Path(path)
+        if not path.is_file():
+            raise TreeFormatError(f"{path}: no such tree file")
+        try:
+            db = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True,
+                                 check_same_thread=False)
+            version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise TreeFormatError(f"{path}: not a decisionrag tree file ({exc})") from exc
+        if version is None or json.loads(version[0]) != SCHEMA_VERSION:
+            found = json.loads(version[0]) if version else "none"
+            db.close()
+            raise TreeFormatError(
+                f"{path}: tree schema version {found}, this decisionrag reads {SCHEMA_VERSION}; rebuild it")
+        return cls(db, path)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Node:
+        row = self._db.execute(sql.format(_COLUMNS), params).fetchone()
+        if row is None:
+            raise KeyError(params[0] if params else sql)
+        return _row_to_node(row)
+
+    def _many(self, sql: str, params: Sequence[Any] = ()) -> list[Node]:
+        return [_row_to_node(row) for row in self._db.execute(sql.format(_COLUMNS), params)]
+
+    # -- lookups -------------------------------------------------------------------------
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.meta.get("counts", {}))
+
+    def node(self, ref: int | str) -> Node:
+        """A node by integer id or by key; KeyError if absent."""
+        if isinstance(ref, int):
+            return self._one("SELECT {} FROM nodes WHERE id=?", (ref,))
+        return self._one("SELECT {} FROM nodes WHERE key=?", (ref,))
+
+    def find(self, ref: str) -> Node:
+        """A node by key, or by integer id written as text (CLI input)."""
+        try:
+            return self.node(ref)
+        except KeyError:
+            if ref.isdigit():
+                return self.node(int(ref))
+            raise
+
+    def nodes(self, ids: Sequence[int]) -> list[Node]:
+        """Several nodes by id, in the order given."""
+        found: dict[int, Node] = {}
+        for start in range(0, len(ids), 900):
+            chunk = ids[start:start + 900]
+            marks = ",".join("?" * len(chunk))
+            for node in self._many(f"SELECT {{}} FROM nodes WHERE id IN ({marks})", chunk):
+                found[node.id] = node
+        return [found[i] for i in ids]
+
+    def children(self, node_id: int) -> list[Node]:
+        """The children of a node in reading order."""
+        return self._many("SELECT {} FROM nodes WHERE parent=? ORDER BY pos", (node_id,))
+
+    def path(self, node_id: int) -> list[Node]:
+        """The ancestors of a node from the root down to the node itself."""
+        chain: list[Node] = []
+        current: int | None = node_id
+        while current is not None:
+            node = self.node(current)
+            chain.append(node)
+            current = node.parent
+        return chain[::-1]
+
+    def subtree(self, node_id: int) -> list[Node]:
+        """A document's or section's nodes (itself, sections, passages) in reading order."""
+        node = self.node(node_id)
+        if node.kind < NodeKind.DOCUMENT:
+            raise ValueError(f"subtree() takes a document, section or passage, not a {node.kind.label}")
+        return self._many("SELECT {} FROM nodes WHERE id BETWEEN ? AND ? ORDER BY id", (node.id, node.end))
+
+    def passages(self, node_id: int, limit: int | None = None) -> list[Node]:
+        """The passages of a document or section in reading order (the first `limit`)."""
+        node = self.node(node_id)
+        sql = "SELECT {} FROM nodes WHERE id BETWEEN ? AND ? AND kind=4 ORDER BY id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._many(sql, (node.id, node.end))
+
+    def documents(self) -> Iterator[Node]:
+        """Every document in id order (streams; for builders, baselines and evaluation)."""
+        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind=2 ORDER BY id")
+        for row in cursor:
+            yield _row_to_node(row)
+
+    def iter_passages(self) -> Iterator[Node]:
+        """Every passage in id order (streams)."""
+        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind=4 ORDER BY id")
+        for row in cursor:
+            yield _row_to_node(row)
+
+    def document_of(self, node: Node) -> Node:
+        if node.doc is None:
+            raise ValueError(f"{node.key} is a {node.kind.label}: it has no document")
+        return node if node.id == node.doc else self.node(node.doc)
+
+    def depth_counts(self) -> dict[int, dict[str, int]]:
+        """Number of nodes of each kind at each depth (depth 0 = root)."""
+        depth: dict[int, int] = {}
+        result: dict[int, dict[str, int]] = {}
+        rows = self._db.execute("SELECT id, parent, kind FROM nodes WHERE kind<=2 ORDER BY id").fetchall()
+        by_id = {row[0]: row for row in rows}
+
+        def depth_of(node_id: int) -> int:
+            if node_id not in depth:
+                parent = by_id[node_id][1]
+                depth[node_id] = 0 if parent is None else depth_of(parent) + 1
+            return depth[node_id]
+
+        for node_id, _parent, kind in rows:
+            d = depth_of(node_id)
+            result.setdefault(d, {}).setdefault(NodeKind(kind).label, 0)
+            result[d][NodeKind(kind).label] += 1
+        return result

@@ -1,0 +1,80 @@
+"""Test-wide fixtures and the "no real network" guard.
+
+Every test may talk to 127.0.0.0/8 and ::1 only (servers the tests start themselves);
+any other connection fails loudly. Tests marked `network` are skipped unless
+DECISIONRAG_NETWORK_TESTS=1, and only those may leave the machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(address: Any) -> bool:
+    if isinstance(address, (str, bytes)):  # unix socket path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to reach the network: {address!r} (only loopback is allowed)")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to reach the network: {address!r} (only loopback is allowed)")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if host not in (None, "localhost") and not _is_local((host,)):
+        raise RuntimeError(f"test tried to resolve {host!r} (only loopback is allowed)")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if request.node.get_closest_marker("network"):
+        yield
+        return
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("DECISIONRAG_NETWORK_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="network test: set DECISIONRAG_NETWORK_TESTS=1 to run")
+    for item in items:
+        if item.get_closest_marker("network"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA
