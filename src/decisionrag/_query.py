@@ -28,7 +28,9 @@ class Query:
     @classmethod
     def of(cls, query: str | Query, history: Sequence[Turn | Mapping[str, Any]] | None = None) -> Query:
         """Normalise a string or Query plus optional history (dicts with role/text allowed)."""
-        turns = tuple(t if isinstance(t, Turn) else Turn(str(t["role"]), str(t["text"])) for t in history or ())
+        turns = tuple(
+            t if isinstance(t, Turn) else Turn(str(t["role"]), str(t["text"])) for t in history or ()
+        )
         if isinstance(query, Query):
             return query if not turns else Query(query.text, query.context, turns, query.id)
         return cls(text=query, history=turns)

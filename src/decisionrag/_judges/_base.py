@@ -183,7 +183,7 @@ class Judge(ABC):
             return None
         return input_tokens * self.price_per_million_input / 1_000_000
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections; the judge may not be used afterwards."""
 
     def binary_sync(self, request: BinaryRequest) -> BinaryResult:

@@ -25,6 +25,41 @@ BACKENDS = tuple(_BACKENDS)
 
 
 @dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """What `decisionrag judges` shows about a backend."""
+
+    backend: str
+    example: str
+    env: str
+    limits: str
+    summary: str
+
+
+BACKEND_INFO: tuple[BackendInfo, ...] = (
+    BackendInfo("typesafe", "typesafe:jev-1.13", "TYPESAFE_API_KEY, TYPESAFE_BASE_URL",
+                "questions: any, options <= 255, tokens <= 64000",
+                "Jev through the official typesafe-sdk ($0.042 / M input tokens)"),
+    BackendInfo("openrouter", "openrouter:typesafe/jev-1.13", "OPENROUTER_API_KEY",
+                "questions: any, options <= 255, tokens <= 64000",
+                "Jev through OpenRouter's /api/v1/systemone"),
+    BackendInfo("openai", "openai:gpt-6-luna", "OPENAI_API_KEY, OPENAI_BASE_URL",
+                "questions: any, options <= 255, tokens <= 64000 (assumed)",
+                "OpenAI POST /v1/decisions (predicate and choice questions)"),
+    BackendInfo("jev-compatible", "jev-compatible:http://127.0.0.1:8000",
+                "JEV_COMPATIBLE_API_KEY (optional)",
+                "questions <= 64, options <= 255, tokens <= 32000 (all settable)",
+                "a self-hosted /v1/systemone server (llm2jev on vLLM/SGLang, laya[serve])"),
+    BackendInfo("local", "local:Qwen/Qwen3-1.7B", "-", "set by the model",
+                "an open-weight causal LM read out as a decision model (transformers)"),
+    BackendInfo("embedded", "embedded", "-", "none",
+                "offline default on the bundled all-MiniLM-L6-v2 (no key, no network)"),
+    BackendInfo("scripted", "scripted", "-", "none", "test double with given answers"),
+    BackendInfo("simulated", "simulated:latency=0.2", "-", "questions <= 64",
+                "test double with a simulated request latency"),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class JudgeId:
     backend: str
     model: str
@@ -54,14 +89,21 @@ def load_judge(judge_id: str = "embedded", **options: Any) -> Judge:
     """A judge from its id, e.g. ``typesafe:jev-1.13``, ``jev-compatible:http://127.0.0.1:8000``,
     ``local:/models/qwen3-1.7b``, ``embedded``, ``scripted``, ``simulated:latency=0.2``.
 
-    Keyword options go to the backend (e.g. ``concurrency=8``, ``cache_dir=...``,
-    ``price_per_million_input=0.042``).
+    Keyword options go to the backend (e.g. ``concurrency=8``,
+    ``price_per_million_input=0.042``, the embedded judge's ``cache_dir``), except
+    ``judgment_cache=PATH``, which wraps the judge in an on-disk judgment cache (see
+    `CachedJudge`); an empty or None path means no cache.
     """
+    judgment_cache = options.pop("judgment_cache", None)
     parsed = parse_judge_id(judge_id)
     module_name, factory_name = _BACKENDS[parsed.backend]
     factory = getattr(importlib.import_module(module_name), factory_name)
     judge: Judge = factory(parsed.model, **options)
     judge.name = judge_id
+    if judgment_cache:
+        from ._cache import CachedJudge
+
+        return CachedJudge(judge, judgment_cache)
     return judge
 
 

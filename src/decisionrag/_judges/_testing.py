@@ -6,7 +6,6 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Union
 
 from ._base import (
     BinaryRequest,
@@ -21,7 +20,7 @@ from ._base import (
 )
 
 Scorer = Callable[[str, Candidate], float]
-Scores = Union[Mapping[str, float], Scorer]
+Scores = Mapping[str, float] | Scorer
 
 _WORD = re.compile(r"\w+")
 
