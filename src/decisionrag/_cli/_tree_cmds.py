@@ -1,10 +1,234 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""`decisionrag build`, `decisionrag tree` and `decisionrag stats`."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import statistics
+import sys
 from typing import Any
 
+from .._errors import InputError
+from .._tree import Node, NodeKind, Tree
 
-def register(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    return None
+_KIND_LABELS = {NodeKind.ROOT: "root", NodeKind.GROUP: "group", NodeKind.DOCUMENT: "doc",
+                NodeKind.SECTION: "section", NodeKind.PASSAGE: "passage"}
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    _register_build(subparsers)
+    _register_tree(subparsers)
+    _register_stats(subparsers)
+
+
+# -- build ---------------------------------------------------------------------------------
+
+def _cluster_arg(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except ValueError:
+        message = f"expected a number of groups or 'auto', got {value!r}"
+        raise argparse.ArgumentTypeError(message) from None
+    if number < 2:
+        raise argparse.ArgumentTypeError("the number of groups must be at least 2")
+    return number
+
+
+def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
+    from .._build import FORMATS
+
+    parser = subparsers.add_parser(
+        "build", help="build a tree file from documents",
+        description="Build a corpus tree from files and folders. Folders become group nodes; "
+        "documents are split into sections (headings) and passages. Unreadable, undecodable "
+        "or empty documents are skipped and counted in one warning. The tree file is written "
+        "atomically: on an error or Ctrl-C nothing is left at the output path.")
+    parser.add_argument("sources", nargs="+", metavar="SRC",
+                        help="files or folders to read (folders are walked recursively; hidden "
+                        "entries are skipped)")
+    parser.add_argument("-o", "--out", required=True, metavar="TREE",
+                        help="the tree file to write (replaced if it exists)")
+    parser.add_argument("--format", choices=FORMATS, default="auto",
+                        help="source format; 'auto' (default) picks by extension: .jsonl = the "
+                        "benchmark format, .md/.markdown, .html/.htm, .txt/.text or no extension "
+                        "= plain text. In folders only files of the chosen format (any of these "
+                        "with 'auto') are read, others are ignored; a file named on the command "
+                        "line is read in the chosen format whatever its extension")
+    parser.add_argument("--cluster", type=_cluster_arg, metavar="N|auto",
+                        help="group the documents into N topic clusters (or a number chosen from "
+                        "the corpus size with 'auto') above the document level; for flat corpora "
+                        "whose documents sit directly under the root")
+    parser.add_argument("--cluster-model", metavar="NAME",
+                        help="sentence-embedding model for --cluster (default: the bundled "
+                        "all-MiniLM-L6-v2)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar and no summary line (warnings are still printed)")
+    parser.set_defaults(func=_run_build)
+
+
+def _run_build(args: argparse.Namespace) -> int:
+    from .._build import build_tree
+
+    if args.cluster_model and args.cluster is None:
+        raise InputError("--cluster-model needs --cluster")
+    report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
+                        cluster_model=args.cluster_model, progress=not args.quiet)
+    warning = report.warning()
+    if warning:
+        print(f"decisionrag: warning: {warning}", file=sys.stderr)
+    if not args.quiet:
+        print(report.summary())
+    return 0
+
+
+# -- tree ----------------------------------------------------------------------------------
+
+def _register_tree(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "tree", help="show a tree file as an indented outline",
+        description="Show a tree as an indented outline: each line is '#ID kind title (counts)'. "
+        "Use an ID or key with --node to look deeper into a branch.")
+    parser.add_argument("tree", metavar="TREE", help="a tree file written by 'decisionrag build'")
+    parser.add_argument("--node", metavar="ID",
+                        help="start at this node (its #ID number or its key, e.g. a document id; "
+                        "default: the root)")
+    parser.add_argument("--depth", type=_non_negative, default=2, metavar="N",
+                        help="levels shown below the start node (default: 2)")
+    parser.add_argument("--max-children", type=_non_negative, default=8, metavar="N",
+                        help="children shown per node before a '… N more' line (default: 8)")
+    parser.set_defaults(func=_run_tree)
+
+
+def _non_negative(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
+
+
+def _find(tree: Tree, ref: str | None) -> Node:
+    if ref is None:
+        return tree.root
+    try:
+        return tree.find(ref)
+    except KeyError:
+        raise InputError(f"{tree.file}: no node with id or key {ref!r}") from None
+
+
+def node_label(node: Node) -> tuple[str, str]:
+    """One line about a node, as (kind and title or text, counts)."""
+    kind = _KIND_LABELS[node.kind]
+    if node.kind == NodeKind.PASSAGE:
+        return f"#{node.id} {kind} {' '.join(node.text.split())}", ""
+    title = node.description if node.kind == NodeKind.DOCUMENT else node.title
+    title = " ".join(title.split()) or "(untitled)"
+    count = f"{node.n_passages:,} passage{'s' if node.n_passages != 1 else ''}"
+    return f"#{node.id} {kind} {title}", f"  ({count})"
+
+
+def _fit(prefix: str, label: tuple[str, str], width: int) -> str:
+    """`prefix` + label, the title part cut so that the line fits in `width` with its counts."""
+    head, tail = label
+    room = max(width - len(prefix) - len(tail), 12)
+    if len(head) > room:
+        head = head[: room - 1] + "…"
+    line = prefix + head + tail
+    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
+
+
+def render_tree(tree: Tree, start: Node, depth: int, max_children: int, width: int) -> list[str]:
+    """The outline of `start` and `depth` levels below it, each line cut to `width`."""
+    label = _root_label(tree, start) if start.kind == NodeKind.ROOT else node_label(start)
+    lines = [_fit("", label, width)]
+    _render_children(tree, start, "", depth, max_children, width, lines)
+    return lines
+
+
+def _root_label(tree: Tree, root: Node) -> tuple[str, str]:
+    counts = tree.counts
+    title = root.title or tree.file.name
+    return (f"#{root.id} root {title}", f"  ({counts.get('document', 0):,} documents, "
+            f"{counts.get('passage', 0):,} passages)")
+
+
+def _render_children(tree: Tree, node: Node, prefix: str, depth: int, max_children: int,
+                     width: int, lines: list[str]) -> None:
+    if depth <= 0 or node.kind == NodeKind.PASSAGE:
+        return
+    shown = tree.children(node.id, limit=max_children)
+    hidden = tree.count_children(node.id) - len(shown)
+    for index, child in enumerate(shown):
+        last = index == len(shown) - 1 and not hidden
+        lines.append(_fit(prefix + ("└─ " if last else "├─ "), node_label(child), width))
+        _render_children(tree, child, prefix + ("   " if last else "│  "), depth - 1,
+                         max_children, width, lines)
+    if hidden:
+        lines.append(_fit(prefix + "└─ ", (f"… {hidden:,} more", ""), width))
+
+
+def _run_tree(args: argparse.Namespace) -> int:
+    width = shutil.get_terminal_size((120, 24)).columns
+    with Tree.open(args.tree) as tree:
+        start = _find(tree, args.node)
+        for line in render_tree(tree, start, args.depth, args.max_children, width):
+            print(line)
+    return 0
+
+
+# -- stats ---------------------------------------------------------------------------------
+
+def _register_stats(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "stats", help="counts of a tree file",
+        description="Counts of a tree: nodes by kind and by depth, passages per document "
+        "(min/median/max), file size and schema version.")
+    parser.add_argument("tree", metavar="TREE", help="a tree file written by 'decisionrag build'")
+    parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+    parser.set_defaults(func=_run_stats)
+
+
+def tree_stats(tree: Tree) -> dict[str, Any]:
+    """The numbers `decisionrag stats` shows."""
+    sizes = tree.document_sizes()
+    return {
+        "file": str(tree.file),
+        "file_bytes": tree.file.stat().st_size,
+        "schema_version": tree.meta.get("schema_version"),
+        "written_at": tree.meta.get("written_at"),
+        "counts": tree.counts,
+        "by_depth": {str(depth): kinds for depth, kinds in tree.kind_depth_counts().items()},
+        "passages_per_document": {
+            "min": min(sizes, default=0), "median": statistics.median(sizes) if sizes else 0,
+            "max": max(sizes, default=0),
+        },
+    }
+
+
+def _format_stats(stats: dict[str, Any]) -> list[str]:
+    size_mb = stats["file_bytes"] / 1e6
+    lines = [f"{stats['file']}: {size_mb:,.1f} MB, schema version {stats['schema_version']}, "
+             f"written {stats['written_at']}",
+             "nodes by kind: " + ", ".join(f"{kind} {n:,}" for kind, n in stats["counts"].items()),
+             "nodes by depth:"]
+    for depth, kinds in stats["by_depth"].items():
+        lines.append(f"  {depth:>2}  " + ", ".join(f"{kind} {n:,}" for kind, n in kinds.items()))
+    per_doc = stats["passages_per_document"]
+    lines.append(f"passages per document: min {per_doc['min']:,}, median {per_doc['median']:,}, "
+                 f"max {per_doc['max']:,}")
+    return lines
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    with Tree.open(args.tree) as tree:
+        stats = tree_stats(tree)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print("\n".join(_format_stats(stats)))
+    return 0

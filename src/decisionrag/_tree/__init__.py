@@ -3,4 +3,5 @@
 from ._model import DocumentSpec, Node, NodeKind, PassageSpec
 from ._store import SCHEMA_VERSION, Tree, TreeWriter
 
-__all__ = ["SCHEMA_VERSION", "DocumentSpec", "Node", "NodeKind", "PassageSpec", "Tree", "TreeWriter"]
+__all__ = ["SCHEMA_VERSION", "DocumentSpec", "Node", "NodeKind", "PassageSpec", "Tree",
+           "TreeWriter"]

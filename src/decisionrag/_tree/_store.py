@@ -6,6 +6,9 @@ Layout: one ``nodes`` table. Ids are integers assigned as nodes are written; a d
 sections and passages are written together, so every document (and section) owns the
 contiguous id range ``id..end_id`` and its passages come back in reading order with one
 range scan. Group nodes may be added later (clustering) and re-parent documents.
+
+A passage's text is stored once, in ``text``; its ``description`` column is empty and reads
+back as the text. Indexes are built once, after the bulk load (see ``_INDEXES``).
 """
 
 from __future__ import annotations
@@ -48,19 +51,30 @@ CREATE TABLE nodes (
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, pos);
 CREATE UNIQUE INDEX IF NOT EXISTS nodes_key ON nodes (key);
+CREATE INDEX IF NOT EXISTS nodes_inner ON nodes (parent, pos, id, key, kind, doc, end_id,
+    n_passages, title, description, heading, meta) WHERE kind < 3;
 """
-_COLUMNS = "id, key, parent, kind, pos, doc, end_id, n_passages, title, description, heading, text, meta"
+# nodes_inner covers the groups and documents (the children of the root and of groups): they
+# are scattered between the passages in the file, so listing e.g. 100k documents under one
+# root would otherwise read a page per document. Queries that use it say `kind < 3`.
+_COLUMNS = ("id, key, parent, kind, pos, doc, end_id, n_passages, title, description, heading, "
+            "text, meta")
+_INNER_COLUMNS = _COLUMNS.replace(", text,", ", '' AS text,")
 _INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 Row = tuple[Any, ...]
+_DOCUMENT, _SECTION, _PASSAGE = int(NodeKind.DOCUMENT), int(NodeKind.SECTION), int(NodeKind.PASSAGE)
+_BATCH_ROWS = 50_000
+_KINDS = tuple(NodeKind)  # NodeKind(i) by index: a tuple lookup is cheaper than the enum call
+_PAGE_SIZE = 16_384
 
 
 def _row_to_node(row: Row) -> Node:
     heading = tuple(row[10].split(HEADING_SEP)) if row[10] else ()
     meta = json.loads(row[12]) if row[12] else {}
     return Node(
-        id=row[0], key=row[1], parent=row[2], kind=NodeKind(row[3]), pos=row[4], doc=row[5],
-        end=row[6], n_passages=row[7], title=row[8], description=row[9], heading=heading,
+        id=row[0], key=row[1], parent=row[2], kind=_KINDS[row[3]], pos=row[4], doc=row[5],
+        end=row[6], n_passages=row[7], title=row[8], description=row[9] or row[11], heading=heading,
         text=row[11], meta=meta,
     )
 
@@ -91,17 +105,19 @@ class TreeWriter:
         os.close(fd)
         self.tmp_path = Path(tmp)
         self._db = sqlite3.connect(self.tmp_path, isolation_level=None)
-        self._tune()
+        self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # before the first table: fewer,
+        self._tune()  # fuller pages make bulk inserts of passage text faster
         self._next_id = 0
         self._groups: dict[tuple[str, ...], int] = {}
         self._child_count: dict[int, int] = {}
         self.meta: dict[str, Any] = {}
         self.counts: dict[str, int] = {kind.label: 0 for kind in NodeKind}
-        self._pending: list[Row] = []
+        self._pending: list[Sequence[Any]] = []
         self._begun = False
         if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
             self._db.executescript(_SCHEMA)
-            self.root_id = self._insert_simple(ROOT_KEY, None, NodeKind.ROOT, root_title, root_title)
+            self.root_id = self._insert_simple(ROOT_KEY, None, NodeKind.ROOT, root_title,
+                                               root_title)
 
     @classmethod
     def update(cls, path: str | os.PathLike[str]) -> TreeWriter:
@@ -110,7 +126,8 @@ class TreeWriter:
         source.close()
         writer = cls.__new__(cls)
         writer.path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=writer.path.name + ".", suffix=".tmp", dir=writer.path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=writer.path.name + ".", suffix=".tmp",
+                                   dir=writer.path.parent)
         os.close(fd)
         writer.tmp_path = Path(tmp)
         src = sqlite3.connect(f"file:{writer.path}?mode=ro", uri=True)
@@ -147,7 +164,8 @@ class TreeWriter:
         chain: list[Node] = []
         current: int | None = node_id
         while current is not None:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE id=?", (current,)).fetchone()
+            sql = f"SELECT {_COLUMNS} FROM nodes WHERE id=?"
+            row = self._db.execute(sql, (current,)).fetchone()
             node = _row_to_node(row)
             if node.kind != NodeKind.ROOT:
                 chain.append(node)
@@ -211,53 +229,70 @@ class TreeWriter:
             parent = self.group_for(spec.groups) if spec.groups else self.root_id
         doc_id = self._new_id()
         doc_key = spec.key or f"d{doc_id}"
-        rows: list[Row] = []
-        open_sections: list[list[Any]] = []  # rows of sections still being filled, outermost first
-        counters: dict[int, int] = {}
-
-        def pos_in(parent_id: int) -> int:
-            value = counters.get(parent_id, 0)
-            counters[parent_id] = value + 1
-            return value
-
-        for index, passage in enumerate(spec.passages):
-            path = passage.section
-            keep = 0
-            while keep < len(open_sections) and keep < len(path) and open_sections[keep][8] == path[keep]:
-                keep += 1
-            del open_sections[keep:]
-            for depth in range(keep, len(path)):
-                section_parent = open_sections[-1][0] if open_sections else doc_id
-                section_id = self._new_id()
-                heading = HEADING_SEP.join(path[: depth + 1])
-                row = [section_id, f"{doc_key}#s{section_id - doc_id}", section_parent,
-                       int(NodeKind.SECTION), pos_in(section_parent), doc_id, section_id, 0,
-                       path[depth], " > ".join(path[: depth + 1]), heading, "", None]
-                rows.append(row)  # type: ignore[arg-type]
-                open_sections.append(row)
-            passage_parent = open_sections[-1][0] if open_sections else doc_id
-            passage_id = self._new_id()
-            key = passage.key or f"{doc_key}#p{index}"
-            rows.append((passage_id, key, passage_parent, int(NodeKind.PASSAGE), pos_in(passage_parent),
-                         doc_id, passage_id, 1, "", passage.text, HEADING_SEP.join(path), passage.text,
-                         json.dumps(passage.meta) if passage.meta else None))
-            for row in open_sections:
-                row[6] = passage_id
-                row[7] += 1
-        title = spec.title
-        description = spec.description or default_description(title, spec)
-        end_id = self._next_id - 1
-        doc_row = (doc_id, doc_key, parent, int(NodeKind.DOCUMENT), self._next_pos(parent), doc_id,
-                   end_id, len(spec.passages), title, description, "", "",
-                   json.dumps(spec.meta) if spec.meta else None)
-        self._pending.append(doc_row)
-        self._pending.extend(tuple(r) for r in rows)
+        rows, next_id, n_sections = self._document_rows(spec, doc_id, doc_key)
+        self._next_id = next_id
+        description = spec.description or default_description(spec.title, spec)
+        self._pending.append((
+            doc_id, doc_key, parent, _DOCUMENT, self._next_pos(parent), doc_id, next_id - 1,
+            len(spec.passages), spec.title, description, "", "",
+            json.dumps(spec.meta) if spec.meta else None,
+        ))
+        self._pending.extend(rows)
         self.counts["document"] += 1
         self.counts["passage"] += len(spec.passages)
-        self.counts["section"] += len(rows) - len(spec.passages)
-        if len(self._pending) >= 50_000:
+        self.counts["section"] += n_sections
+        if len(self._pending) >= _BATCH_ROWS:
             self._flush()
         return doc_id
+
+    def _document_rows(
+        self, spec: DocumentSpec, doc_id: int, doc_key: str
+    ) -> tuple[list[Sequence[Any]], int, int]:
+        """The section and passage rows of a document in id order, the next free id and the
+        number of sections. This is the build's inner loop, hence the flat, local style."""
+        rows: list[Sequence[Any]] = []
+        open_sections: list[list[Any]] = []  # rows of the sections open here, outermost first
+        counters: dict[int, int] = {}  # children written so far per parent
+        next_id = doc_id + 1
+        n_sections = 0
+        current_path: Sequence[str] = ()
+        current_parent = doc_id
+        heading = ""
+        for index, passage in enumerate(spec.passages):
+            path = passage.section
+            if path != current_path:
+                keep = 0
+                while (keep < len(open_sections) and keep < len(path)
+                       and open_sections[keep][8] == path[keep]):
+                    keep += 1
+                for row in open_sections[keep:]:  # close: end id and passage count
+                    row[6], row[7] = next_id - 1, index - row[7]
+                del open_sections[keep:]
+                for depth in range(keep, len(path)):
+                    section_parent = open_sections[-1][0] if open_sections else doc_id
+                    pos = counters.get(section_parent, 0)
+                    counters[section_parent] = pos + 1
+                    row = [next_id, f"{doc_key}#s{next_id - doc_id}", section_parent, _SECTION, pos,
+                           doc_id, next_id, index, path[depth], " > ".join(path[: depth + 1]),
+                           HEADING_SEP.join(path[: depth + 1]), "", None]
+                    rows.append(row)
+                    open_sections.append(row)
+                    next_id += 1
+                    n_sections += 1
+                current_path = path
+                current_parent = open_sections[-1][0] if open_sections else doc_id
+                heading = HEADING_SEP.join(path)
+            pos = counters.get(current_parent, 0)
+            counters[current_parent] = pos + 1
+            meta = passage.meta
+            # a passage's description is its text: stored once, in `text` (see _row_to_node)
+            rows.append((next_id, passage.key or f"{doc_key}#p{index}", current_parent, _PASSAGE,
+                         pos, doc_id, next_id, 1, "", "", heading, passage.text,
+                         json.dumps(meta) if meta else None))
+            next_id += 1
+        for row in open_sections:
+            row[6], row[7] = next_id - 1, len(spec.passages) - row[7]
+        return rows, next_id, n_sections
 
     def add_documents(self, specs: Iterable[DocumentSpec]) -> int:
         count = 0
@@ -290,17 +325,86 @@ class TreeWriter:
     def _flush(self) -> None:
         if self._pending:
             self._begin()
-            self._db.executemany(_INSERT, self._pending)
+            try:
+                self._db.executemany(_INSERT, self._pending)
+            except sqlite3.IntegrityError as exc:  # the key index exists when updating a tree
+                raise InputError(f"{self.path}: a node id being added is already in the tree "
+                                 f"({exc})") from exc
             self._pending.clear()
+
+    # -- clustering (decisionrag._cluster) -------------------------------------------------
+    # Group levels built over flat corpora. Leaf- and upper-level centroids live in the
+    # `clusters` table so that later additions are assigned without re-clustering.
+
+    def document_heads(self) -> Iterator[tuple[int, int, str, str, str, str]]:
+        """(id, parent, key, title, description, first passage text) of every document, by id."""
+        self._flush()
+        sql = ("SELECT d.id, d.parent, d.key, d.title, d.description, coalesce((SELECT p.text "
+               "FROM nodes p WHERE p.id BETWEEN d.id AND d.end_id AND p.kind=4 ORDER BY p.id "
+               "LIMIT 1), '') FROM nodes d WHERE d.kind=2 ORDER BY d.id")
+        yield from self._db.execute(sql)
+
+    def place_children(self, parent: int, ordered_children: Sequence[int]) -> None:
+        """Make `ordered_children` the children of `parent`, in this reading order."""
+        self._flush()
+        self._begin()
+        self._db.executemany("UPDATE nodes SET parent=?, pos=? WHERE id=?",
+                             [(parent, pos, child) for pos, child in enumerate(ordered_children)])
+        self._child_count[parent] = max(self._child_count.get(parent, 0), len(ordered_children))
+
+    def child_ids(self, parent: int, kind: NodeKind | None = None) -> list[int]:
+        """Ids of `parent`'s children (of one kind, if given) in reading order."""
+        self._flush()
+        sql = "SELECT id FROM nodes WHERE parent=?" + (" AND kind=?" if kind is not None else "")
+        params: tuple[int, ...] = (parent,) if kind is None else (parent, int(kind))
+        return [row[0] for row in self._db.execute(sql + " ORDER BY pos", params)]
+
+    def set_group_text(self, group_id: int, title: str, description: str) -> None:
+        self._flush()
+        self._db.execute("UPDATE nodes SET title=?, description=? WHERE id=? AND kind=1",
+                         (title, description, group_id))
+
+    def remove_group(self, group_id: int) -> None:
+        """Delete an empty group node and its centroid."""
+        if self.child_ids(group_id):
+            raise InputError(f"group {group_id} still has children; it cannot be removed")
+        self._begin()
+        self._db.execute("DELETE FROM nodes WHERE id=? AND kind=1", (group_id,))
+        self._ensure_clusters_table()
+        self._db.execute("DELETE FROM clusters WHERE group_id=?", (group_id,))
+        self.counts["group"] -= 1
+        self._groups = {path: gid for path, gid in self._groups.items() if gid != group_id}
+
+    def _ensure_clusters_table(self) -> None:
+        self._db.execute("CREATE TABLE IF NOT EXISTS clusters (group_id INTEGER PRIMARY KEY, "
+                         "level INTEGER NOT NULL, model TEXT NOT NULL, centroid BLOB NOT NULL)")
+
+    def save_centroids(self, rows: Iterable[tuple[int, int, str, bytes]]) -> None:
+        """Store (group id, level, model, float32 centroid bytes); level 0 = leaf groups."""
+        self._flush()
+        self._begin()
+        self._ensure_clusters_table()
+        self._db.executemany("INSERT OR REPLACE INTO clusters VALUES (?, ?, ?, ?)", list(rows))
+
+    def load_centroids(self, level: int | None = None) -> list[tuple[int, int, str, bytes]]:
+        """The stored (group id, level, model, centroid bytes), of one level if given, by id."""
+        self._flush()
+        self._ensure_clusters_table()
+        sql = "SELECT group_id, level, model, centroid FROM clusters"
+        params: tuple[int, ...] = ()
+        if level is not None:
+            sql, params = sql + " WHERE level=?", (level,)
+        return list(self._db.execute(sql + " ORDER BY group_id", params))
 
     # -- finishing -----------------------------------------------------------------------
 
     def _roll_up_counts(self) -> None:
         """Passage counts of groups and the root: sums over their documents, bottom-up."""
-        rows = self._db.execute("SELECT id, parent, kind, n_passages FROM nodes WHERE kind<=2").fetchall()
+        sql = "SELECT id, parent, kind, n_passages FROM nodes WHERE kind < 3"  # nodes_inner
+        rows = self._db.execute(sql).fetchall()
         parents = {row[0]: row[1] for row in rows}
         totals = {row[0]: 0 for row in rows if row[2] != NodeKind.DOCUMENT}
-        for node_id, parent, kind, n_passages in rows:
+        for _node_id, parent, kind, n_passages in rows:
             if kind == NodeKind.DOCUMENT:
                 current = parent
                 while current is not None:
@@ -310,8 +414,16 @@ class TreeWriter:
                              [(total, node_id) for node_id, total in totals.items()])
 
     def commit(self) -> Path:
-        """Finish the file (counts, indexes, metadata) and rename it to `path`."""
+        """Finish the file (indexes, counts, metadata) and rename it to `path`."""
         self._flush()
+        if self._begun:
+            self._db.execute("COMMIT")
+            self._begun = False
+        try:  # indexes after the bulk load: one sort each instead of a b-tree insert per row
+            self._db.executescript(_INDEXES)
+        except sqlite3.IntegrityError as exc:
+            duplicates = self._duplicate_keys()
+            raise InputError(f"duplicate node ids in {self.path}: {duplicates}") from exc
         self._begin()
         self._roll_up_counts()
         self.meta.update({
@@ -323,10 +435,7 @@ class TreeWriter:
                              [(k, json.dumps(v)) for k, v in self.meta.items()])
         self._db.execute("COMMIT")
         self._begun = False
-        try:
-            self._db.executescript(_INDEXES)
-        except sqlite3.IntegrityError as exc:
-            raise InputError(f"duplicate node ids in {self.path}: {self._duplicate_keys()}") from exc
+        self._db.execute("PRAGMA analysis_limit=1000")  # planner statistics from a sample
         self._db.execute("ANALYZE")
         self._db.close()
         os.replace(self.tmp_path, self.path)
@@ -347,7 +456,8 @@ class TreeWriter:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
             try:
@@ -369,7 +479,8 @@ class Tree:
     def __init__(self, db: sqlite3.Connection, path: Path) -> None:
         self._db = db
         self.file = path
-        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        rows = db.execute("SELECT key, value FROM meta")
+        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
         self.root = self._one("SELECT {} FROM nodes WHERE kind=0 LIMIT 1")
 
     @classmethod
@@ -388,7 +499,8 @@ class Tree:
             found = json.loads(version[0]) if version else "none"
             db.close()
             raise TreeFormatError(
-                f"{path}: tree schema version {found}, this decisionrag reads {SCHEMA_VERSION}; rebuild it")
+                f"{path}: tree schema version {found}, this decisionrag reads {SCHEMA_VERSION}; "
+                "rebuild it")
         return cls(db, path)
 
     def close(self) -> None:
@@ -440,9 +552,19 @@ class Tree:
                 found[node.id] = node
         return [found[i] for i in ids]
 
-    def children(self, node_id: int) -> list[Node]:
-        """The children of a node in reading order."""
-        return self._many("SELECT {} FROM nodes WHERE parent=? ORDER BY pos", (node_id,))
+    def children(self, node_id: int, limit: int | None = None) -> list[Node]:
+        """The children of a node in reading order (the first `limit`)."""
+        tail = " ORDER BY pos" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        kind = self._db.execute("SELECT kind FROM nodes WHERE id=?", (node_id,)).fetchone()
+        if kind is not None and kind[0] < NodeKind.DOCUMENT:  # groups and documents only
+            sql = f"SELECT {_INNER_COLUMNS} FROM nodes WHERE parent=? AND kind < 3" + tail
+            return [_row_to_node(row) for row in self._db.execute(sql, (node_id,))]
+        return self._many("SELECT {} FROM nodes WHERE parent=?" + tail, (node_id,))
+
+    def count_children(self, node_id: int) -> int:
+        """How many children a node has (an index count; no node is read)."""
+        sql = "SELECT count(*) FROM nodes WHERE parent=?"
+        return int(self._db.execute(sql, (node_id,)).fetchone()[0])
 
     def path(self, node_id: int) -> list[Node]:
         """The ancestors of a node from the root down to the node itself."""
@@ -458,8 +580,10 @@ class Tree:
         """A document's or section's nodes (itself, sections, passages) in reading order."""
         node = self.node(node_id)
         if node.kind < NodeKind.DOCUMENT:
-            raise ValueError(f"subtree() takes a document, section or passage, not a {node.kind.label}")
-        return self._many("SELECT {} FROM nodes WHERE id BETWEEN ? AND ? ORDER BY id", (node.id, node.end))
+            raise ValueError(
+                f"subtree() takes a document, section or passage, not a {node.kind.label}")
+        sql = "SELECT {} FROM nodes WHERE id BETWEEN ? AND ? ORDER BY id"
+        return self._many(sql, (node.id, node.end))
 
     def passages(self, node_id: int, limit: int | None = None) -> list[Node]:
         """The passages of a document or section in reading order (the first `limit`)."""
@@ -490,7 +614,8 @@ class Tree:
         """Number of nodes of each kind at each depth (depth 0 = root)."""
         depth: dict[int, int] = {}
         result: dict[int, dict[str, int]] = {}
-        rows = self._db.execute("SELECT id, parent, kind FROM nodes WHERE kind<=2 ORDER BY id").fetchall()
+        sql = "SELECT id, parent, kind FROM nodes WHERE kind < 3 ORDER BY id"  # nodes_inner
+        rows = self._db.execute(sql).fetchall()
         by_id = {row[0]: row for row in rows}
 
         def depth_of(node_id: int) -> int:
@@ -504,3 +629,39 @@ class Tree:
             result.setdefault(d, {}).setdefault(NodeKind(kind).label, 0)
             result[d][NodeKind(kind).label] += 1
         return result
+
+    # -- tree statistics (builders / `decisionrag stats`, issue 2) ----------------------------
+
+    def kind_depth_counts(self) -> dict[int, dict[str, int]]:
+        """Like depth_counts(), with sections and passages too (depth from their heading path)."""
+        result = self.depth_counts()
+        doc_depth: dict[int, int] = {}
+        for node in self._doc_depths():
+            doc_depth[node[0]] = node[1]
+        rows = self._db.execute(
+            "SELECT doc, kind, CASE WHEN heading = '' THEN 0 ELSE length(heading) - "
+            "length(replace(heading, char(31), '')) + 1 END AS parts, count(*) "
+            "FROM nodes WHERE kind >= 3 GROUP BY doc, kind, parts").fetchall()
+        for doc, kind, parts, count in rows:
+            depth = doc_depth[doc] + parts + (1 if kind == NodeKind.PASSAGE else 0)
+            label = NodeKind(kind).label
+            result.setdefault(depth, {}).setdefault(label, 0)
+            result[depth][label] += count
+        return dict(sorted(result.items()))
+
+    def _doc_depths(self) -> list[tuple[int, int]]:
+        rows = self._db.execute("SELECT id, parent, kind FROM nodes WHERE kind < 3").fetchall()
+        parents = {row[0]: row[1] for row in rows}
+        depths: list[tuple[int, int]] = []
+        for node_id, _parent, kind in rows:
+            if kind == NodeKind.DOCUMENT:
+                depth, current = 0, parents[node_id]
+                while current is not None:
+                    depth, current = depth + 1, parents[current]
+                depths.append((node_id, depth))
+        return depths
+
+    def document_sizes(self) -> list[int]:
+        """The number of passages of every document, in id order."""
+        rows = self._db.execute("SELECT n_passages FROM nodes WHERE kind=2 ORDER BY id")
+        return [row[0] for row in rows]
