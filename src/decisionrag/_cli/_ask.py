@@ -1,10 +1,96 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""`decisionrag ask TREE "question"`: retrieve passages by walking a tree with a judge."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._errors import InputError
+from .._query import Query, Turn
 
 
-def register(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    return None
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "ask", help="find the passages that answer a question",
+        description="Walk a tree with a decision model and print the ranked passages.",
+    )
+    parser.add_argument("tree", type=Path, help="a tree file written by `decisionrag build`")
+    parser.add_argument("question", help="the question (or the user's last turn)")
+    parser.add_argument("--judge", default="embedded", help="judge id (default: embedded)")
+    parser.add_argument("--preset", default="auto", help="navigation preset (default: auto)")
+    parser.add_argument("--history", type=Path, metavar="FILE",
+                        help="earlier turns: a JSON list of {role, text}, or JSON lines")
+    parser.add_argument("--context", default="", help="the user's situation (background)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="passages to print")
+    parser.add_argument("--keep-pages", type=int, metavar="K", help="pages kept at the page stage")
+    parser.add_argument("--mc-top", type=int, metavar="M", help="multiple-choice shortlist size")
+    parser.add_argument("--mc-mode", choices=("order", "top1", "off"), help="multiple-choice mode")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._navigate._ask import ask_once
+
+    if args.top < 1:
+        raise InputError(f"--top must be at least 1, not {args.top}")
+    history = read_history(args.history) if args.history else ()
+    query = Query(text=args.question, context=args.context, history=history)
+    result = ask_once(
+        args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
+        overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode},
+    )
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
+        print()
+        return 0
+    print_result(result, trace=args.trace)
+    return 0
+
+
+def print_result(result: Any, *, trace: bool, out: TextIO | None = None) -> None:
+    from .._navigate._show import format_hits, format_trace
+
+    out = out or sys.stdout
+    print(format_hits(result), file=out)
+    if trace:
+        print(file=out)
+        print(format_trace(result), file=out)
+
+
+def read_history(path: Path) -> tuple[Turn, ...]:
+    """Turns from a JSON list or JSON lines of {"role": "user"|"agent", "text": ...}."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the history file ({exc.strerror})") from exc
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        return tuple(_turn(item, path, index + 1, "item") for index, item in enumerate(items))
+    turns = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {number}: not valid JSON ({exc.msg})") from exc
+        turns.append(_turn(item, path, number, "line"))
+    return tuple(turns)
+
+
+def _turn(item: Any, path: Path, number: int, unit: str) -> Turn:
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+        raise InputError(f"{path}: {unit} {number}: expected an object with a string field 'text'")
+    role = item.get("role", "user")
+    if role not in ("user", "agent"):
+        raise InputError(f"{path}: {unit} {number}: 'role' must be 'user' or 'agent', not {role!r}")
+    return Turn(role, item["text"])

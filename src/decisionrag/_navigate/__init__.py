@@ -1,0 +1,35 @@
+"""Navigation: walking a corpus tree with a judge (the paper's Algorithm 1, generalised)."""
+
+from ._config import (
+    PRESET_NAMES,
+    PRESETS,
+    ChoiceSettings,
+    HeadingSettings,
+    NotepadSettings,
+    Preset,
+    StageSettings,
+    auto_preset,
+    get_preset,
+)
+from ._conversation import Conversation
+from ._navigator import Navigator, Retriever
+from ._result import Hit, Result, StageTrace, Trace
+
+__all__ = [
+    "PRESETS",
+    "PRESET_NAMES",
+    "ChoiceSettings",
+    "Conversation",
+    "HeadingSettings",
+    "Hit",
+    "Navigator",
+    "NotepadSettings",
+    "Preset",
+    "Result",
+    "Retriever",
+    "StageSettings",
+    "StageTrace",
+    "Trace",
+    "auto_preset",
+    "get_preset",
+]

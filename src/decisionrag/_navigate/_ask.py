@@ -1,0 +1,42 @@
+"""One question against one tree file: the code path of `decisionrag ask` and the demo."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .._judges import Judge, load_judge
+from .._query import Query
+from .._tree import Tree
+from ._config import Preset, get_preset
+from ._navigator import Navigator, run_sync
+from ._result import Result
+
+
+def ask_once(
+    tree_path: str | os.PathLike[str],
+    query: str | Query,
+    *,
+    judge_id: str = "embedded",
+    preset: str | Preset = "auto",
+    k: int = 10,
+    overrides: Mapping[str, Any] | None = None,
+    judge: Judge | None = None,
+) -> Result:
+    """Open the tree, load the judge, answer once, release both."""
+    with Tree.open(tree_path) as tree:
+        active = judge or load_judge(judge_id)
+        chosen = get_preset(preset, tree, active)
+        given = {name: value for name, value in (overrides or {}).items() if value is not None}
+        chosen = chosen.with_overrides(**given)
+        navigator = Navigator(tree, active, chosen)
+        return run_sync(_ask(navigator, Query.of(query), k, close=judge is None))
+
+
+async def _ask(navigator: Navigator, query: Query, k: int, *, close: bool) -> Result:
+    try:
+        return await navigator.aretrieve(query, k=k)
+    finally:
+        if close:
+            await navigator.judge.aclose()

@@ -1,0 +1,298 @@
+"""Navigation settings. Presets are data: a Preset is a list of stage settings, nothing more.
+
+Override anything with ``dataclasses.replace`` (or `Preset.with_overrides` for the few
+settings the CLI exposes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+from .._errors import NavigationError
+
+if TYPE_CHECKING:
+    from .._judges import Judge
+    from .._tree import Tree
+
+Task = Literal["qa", "conversation", "auto"]
+McMode = Literal["order", "top1", "off"]
+Rendering = Literal["description", "title"]
+
+# (up to rank, passages per page; None = all): ((3, None), (10, 10), (30, 3)) reads "all
+# paragraphs of pages 1-3, the first 10 of pages 4-10, the first 3 of pages 11-30".
+Expansion = tuple[tuple[int, "int | None"], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StageSettings:
+    """How one level is judged and how much of it survives.
+
+    Budget: keep `top_k`, or the `share` of the level (when both are set the larger wins:
+    budgets lean towards recall), never fewer than `min_keep`; when the best score is below
+    `runner_up_below`, the runner-up is kept too.
+    Splitting: a level is cut into parallel requests of at most `max_candidates_per_request`
+    candidates and `max_tokens_per_request` tokens (and the judge's own limits), keeping the
+    children of one parent together when `keep_siblings` is set. When a level was split,
+    `rescore_top` > 0 rescores the pooled top N in one shared request before keeping.
+    `render` is how candidates are shown in the (first) pass: their description or their title.
+    Document level only: `propagate` multiplies each passage's score by its page's;
+    `partial_expansion` limits how many passages of each kept page reach the passage stage.
+    """
+
+    top_k: int | None = 10
+    share: float | None = None
+    min_keep: int = 1
+    runner_up_below: float | None = None
+    max_candidates_per_request: int | None = 50
+    max_tokens_per_request: int | None = None
+    keep_siblings: bool = True
+    rescore_top: int = 0
+    render: Rendering = "description"
+    propagate: bool = False
+    partial_expansion: Expansion | None = None
+
+    def keep_count(self, n_candidates: int, scores_desc: list[float]) -> int:
+        """How many of `n_candidates` (scores sorted best first) survive this level."""
+        if n_candidates == 0:
+            return 0
+        budget = _budget(self.top_k, self.share, n_candidates)
+        budget = max(budget, self.min_keep)
+        if self.runner_up_below is not None and scores_desc and scores_desc[0] < self.runner_up_below:
+            budget = max(budget, 2)
+        return min(budget, n_candidates)
+
+    def expansion_limit(self, rank: int) -> int | Literal[0] | None:
+        """Passages to open for the page ranked `rank` (1-based): None = all, 0 = none."""
+        if not self.partial_expansion:
+            return None
+        for up_to, limit in self.partial_expansion:
+            if rank <= up_to:
+                return limit
+        return 0
+
+
+def _budget(top_k: int | None, share: float | None, n: int) -> int:
+    from_share = math.ceil(share * n) if share is not None else None
+    if top_k is None and from_share is None:
+        return n
+    return max(v for v in (top_k, from_share) if v is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class HeadingSettings:
+    """Pages with more than `threshold` passages first get their section headings scored
+    (`keep` per page survive); then at most `max_passages` passages under the kept headings,
+    in document order, reach the passage stage."""
+
+    threshold: int = 60
+    keep: int = 8
+    max_passages: int = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceSettings:
+    """The final multiple-choice judgment over the binary top `top` (≤ 255) passages.
+    `order`: choice probabilities reorder the shortlist; `top1`: only the most probable
+    choice moves to rank one; `off`: binary order only."""
+
+    top: int = 20
+    mode: McMode = "order"
+
+
+@dataclass(frozen=True, slots=True)
+class NotepadSettings:
+    """Conversation memory (pages this system retrieved, most recent first): the page stage
+    shows them, the passage stage also scores the passages of the `passage_pages` most recent,
+    and with `keep_group` the most recent page's group survives its group stage."""
+
+    show_pages: bool = True
+    passage_pages: int = 2
+    keep_group: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A complete navigation configuration.
+
+    `groups[i]` judges the i-th group level (the last entry repeats for deeper levels);
+    with `route_groups=False` group levels are skipped and every document is judged directly
+    (rendered under its parent group's title). `headings` None disables the heading stage,
+    `notepad` None ignores conversation memory, `hybrid_k` is how many passages of an
+    attached retriever join the passage stage.
+    """
+
+    name: str
+    task: Task = "auto"
+    groups: tuple[StageSettings, ...] = (StageSettings(top_k=None, share=0.15, min_keep=2),)
+    documents: StageSettings = StageSettings(top_k=10)
+    passages: StageSettings = StageSettings(top_k=None, max_candidates_per_request=None)
+    headings: HeadingSettings | None = None
+    choice: ChoiceSettings = ChoiceSettings()
+    notepad: NotepadSettings | None = None
+    route_groups: bool = True
+    hybrid_k: int = 20
+    notes: str = ""
+
+    def group_settings(self, depth: int) -> StageSettings:
+        return self.groups[min(depth, len(self.groups) - 1)]
+
+    def with_overrides(
+        self,
+        *,
+        keep_pages: int | None = None,
+        mc_top: int | None = None,
+        mc_mode: McMode | None = None,
+        hybrid_k: int | None = None,
+        task: Task | None = None,
+    ) -> Preset:
+        """A copy with the settings the command line exposes replaced (None = unchanged)."""
+        preset = self
+        if keep_pages is not None:
+            preset = replace(preset, documents=replace(preset.documents, top_k=keep_pages, share=None))
+        if mc_top is not None or mc_mode is not None:
+            choice = replace(
+                preset.choice,
+                top=mc_top if mc_top is not None else preset.choice.top,
+                mode=mc_mode or preset.choice.mode,
+            )
+            preset = replace(preset, choice=choice)
+        if hybrid_k is not None:
+            preset = replace(preset, hybrid_k=hybrid_k)
+        if task is not None:
+            preset = replace(preset, task=task)
+        return preset
+
+
+_ONE_REQUEST = StageSettings(top_k=None, max_candidates_per_request=None)
+
+PRESETS: dict[str, Preset] = {
+    "md2d": Preset(
+        name="md2d",
+        task="conversation",
+        groups=(StageSettings(top_k=1, runner_up_below=0.8, max_candidates_per_request=None),),
+        documents=StageSettings(top_k=10, max_candidates_per_request=None),
+        passages=_ONE_REQUEST,
+        choice=ChoiceSettings(top=20, mode="order"),
+        notepad=NotepadSettings(),
+        notes="help center (runner-up below 0.8, notepad's center) → keep 10 pages → passages, MC top 20",
+    ),
+    "cqa": Preset(
+        name="cqa",
+        task="qa",
+        groups=(StageSettings(top_k=None, share=0.15, min_keep=2),),
+        documents=StageSettings(top_k=3, max_candidates_per_request=None),
+        passages=_ONE_REQUEST,
+        choice=ChoiceSettings(top=20, mode="order"),
+        route_groups=False,
+        notes="all pages in one request, keep 3, paragraphs under heading paths, MC top 20",
+    ),
+    "mtrag": Preset(
+        name="mtrag",
+        task="conversation",
+        documents=StageSettings(
+            top_k=10,
+            max_candidates_per_request=None,
+            max_tokens_per_request=10_000,
+            keep_siblings=True,
+            rescore_top=50,
+            render="title",
+        ),
+        passages=_ONE_REQUEST,
+        headings=HeadingSettings(threshold=60, keep=8, max_passages=60),
+        choice=ChoiceSettings(top=20, mode="top1"),
+        notepad=NotepadSettings(show_pages=True, passage_pages=0, keep_group=False),
+        route_groups=False,
+        notes="page titles in requests ≤ 10k tokens keeping products together, rescore top 50 "
+        "with headings, keep 10, heading stage, MC top1",
+    ),
+    "nq": Preset(
+        name="nq",
+        task="qa",
+        groups=(StageSettings(top_k=150, max_candidates_per_request=125),),
+        documents=StageSettings(
+            top_k=30,
+            max_candidates_per_request=None,
+            max_tokens_per_request=20_000,
+            render="title",
+            propagate=True,
+            partial_expansion=((3, None), (10, 10), (30, 3)),
+        ),
+        passages=_ONE_REQUEST,
+        choice=ChoiceSettings(top=5, mode="order"),
+        notes="keep 150 of 1,000 clusters (8 requests), page titles in requests ≤ 20k tokens, "
+        "partial expansion of the top 30 pages, score propagation, MC top 5",
+    ),
+    "flat": Preset(
+        name="flat",
+        documents=StageSettings(top_k=10, max_candidates_per_request=50),
+        passages=_ONE_REQUEST,
+        route_groups=False,
+        notes="every document judged directly (no group routing): measures what pruning loses",
+    ),
+}
+
+PRESET_NAMES = (*PRESETS, "auto")
+
+
+def get_preset(name: str | Preset, tree: Tree | None = None, judge: Judge | None = None) -> Preset:
+    """A preset by name; ``auto`` is derived from the tree's shape and the judge's limits."""
+    if isinstance(name, Preset):
+        return name
+    if name == "auto":
+        if tree is None:
+            raise NavigationError("the 'auto' preset needs the tree it will navigate")
+        return auto_preset(tree, judge)
+    if name not in PRESETS:
+        raise NavigationError(f"unknown preset {name!r}; choose one of {', '.join(PRESET_NAMES)}")
+    return PRESETS[name]
+
+
+# -- auto ---------------------------------------------------------------------------------
+
+PASSAGE_STAGE_TARGET = 300  # passages the final shared context should hold at most (about)
+SPLIT_AT = 50  # candidates per request where the shared-context benefit levels off
+
+
+def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
+    """Budgets from the tree's shape (see docs/navigation.md, "What auto picks").
+
+    * groups: keep 15 % of each group level (at least 2), the runner-up when unsure;
+    * pages: keep enough pages for about 300 passages (between 3 and 10 pages), judged in
+      requests of at most 50; when the page level is split, the pooled top 3×k (at least
+      20) are rescored together before keeping k;
+    * pages with more than 60 passages get the heading stage;
+    * multiple choice over the top 20; the task wording follows the query (history or not).
+    """
+    counts = tree.counts
+    n_docs = max(1, counts.get("document", 0))
+    per_doc = counts.get("passage", 0) / n_docs
+    keep_pages = max(3, min(10, int(PASSAGE_STAGE_TARGET // max(per_doc, 1.0))))
+    max_tokens = judge.limits.max_tokens if judge is not None else None
+    documents = StageSettings(
+        top_k=keep_pages,
+        max_candidates_per_request=SPLIT_AT,
+        max_tokens_per_request=max_tokens,
+        rescore_top=max(20, 3 * keep_pages),
+    )
+    group = StageSettings(
+        top_k=None,
+        share=0.15,
+        min_keep=2,
+        runner_up_below=0.8,
+        max_candidates_per_request=SPLIT_AT * 3,
+        max_tokens_per_request=max_tokens,
+    )
+    passages = StageSettings(top_k=None, max_candidates_per_request=None, max_tokens_per_request=max_tokens)
+    return Preset(
+        name="auto",
+        task="auto",
+        groups=(group,),
+        documents=documents,
+        passages=passages,
+        headings=HeadingSettings(),
+        choice=ChoiceSettings(top=20, mode="order"),
+        notepad=NotepadSettings(),
+        notes=f"derived: {n_docs} pages, {per_doc:.1f} passages/page",
+    )

@@ -1,0 +1,122 @@
+"""What a retrieval returns: ranked hits, the trace of the walk, and what it cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._judges import Usage
+from .._query import Query
+from .._tree import Node
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked passage. `score` ranks it (binary P(yes), times its page's when scores
+    propagate); `binary` is its own P(yes); `choice` its multiple-choice probability when it
+    was on the shortlist. `path` = titles from the top group down to its heading path."""
+
+    node: Node
+    score: float
+    binary: float
+    choice: float | None
+    path: tuple[str, ...]
+    doc_key: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.node.key
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.node.key,
+            "doc_id": self.doc_key,
+            "score": round(self.score, 6),
+            "binary": round(self.binary, 6),
+            "choice": None if self.choice is None else round(self.choice, 6),
+            "path": list(self.path),
+            "text": self.node.text,
+        }
+
+
+@dataclass(slots=True)
+class StageTrace:
+    """One sequential stage of the walk: what was judged, in how many requests, what survived.
+
+    `kept` lists the surviving candidates with their scores, best first; `opened` the nodes
+    whose children the next stage judges (empty for the passage and choice stages).
+    `seconds` is the wait for the judge; `local_seconds` the work before the requests went
+    out (reading the tree, rendering, splitting) since the previous stage's answers.
+    """
+
+    name: str
+    level: int
+    n_candidates: int
+    candidates: list[str] = field(default_factory=list)
+    requests: int = 0
+    input_tokens: int = 0
+    seconds: float = 0.0
+    kept: list[tuple[str, float]] = field(default_factory=list)
+    opened: list[str] = field(default_factory=list)
+    titles: dict[str, str] = field(default_factory=dict)
+    local_seconds: float = 0.0
+
+    @property
+    def pruned(self) -> int:
+        return self.n_candidates - len(self.kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "level": self.level,
+            "n_candidates": self.n_candidates,
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "seconds": round(self.seconds, 4),
+            "local_seconds": round(self.local_seconds, 4),
+            "kept": [[key, round(score, 6)] for key, score in self.kept],
+            "pruned": self.pruned,
+            "opened": list(self.opened),
+        }
+
+
+@dataclass(slots=True)
+class Trace:
+    stages: list[StageTrace] = field(default_factory=list)
+
+    @property
+    def sequential_stages(self) -> int:
+        """Stages that sent requests (each waits for the one before): the latency floor's factor."""
+        return sum(1 for stage in self.stages if stage.requests)
+
+    def stage(self, name: str) -> StageTrace:
+        """The first stage called `name` (KeyError if the walk had none)."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [stage.to_dict() for stage in self.stages]
+
+
+@dataclass(slots=True)
+class Result:
+    query: Query
+    hits: list[Hit]
+    trace: Trace
+    usage: Usage
+    seconds: float
+
+    @property
+    def ids(self) -> list[str]:
+        return [hit.node.key for hit in self.hits]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query.text,
+            "results": [hit.to_dict() for hit in self.hits],
+            "trace": self.trace.to_list(),
+            "usage": self.usage.to_dict(),
+            "seconds": round(self.seconds, 4),
+        }

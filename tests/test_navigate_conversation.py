@@ -1,0 +1,108 @@
+"""Conversations: the six-turn query, the notepad, and how the notepad steers the walk."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from _navigate_helpers import asked, pets_tree
+from decisionrag._judges import Candidate, ScriptedJudge
+from decisionrag._navigate import PRESETS, Conversation, Navigator, StageSettings
+from decisionrag._tree import Tree
+
+# what each user turn is about: the group, page and passage a perfect judge would pick
+TOPICS = {
+    "cats": {"g:Cats": 0.9, "c1": 0.9, "c1-p1": 0.9},
+    "dogs": {"g:Dogs": 0.9, "d2": 0.9, "d2-p0": 0.9},
+    "vets": {"g:Cats": 0.9, "c2": 0.9, "c2-p1": 0.9},
+}
+
+
+def by_last_turn(query: str, candidate: Candidate) -> float:
+    """Scores by the current user turn (the last line of the rendered conversation)."""
+    last = query.splitlines()[-1].removeprefix("User: ")
+    return TOPICS[last].get(candidate.id, 0.05)
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> tuple[Conversation, ScriptedJudge]:
+    tree: Tree = pets_tree(tmp_path / "pets.tree")
+    judge = ScriptedJudge(by_last_turn)
+    return Conversation(Navigator(tree, judge, "md2d"), k=5), judge
+
+
+def test_notepad_over_three_turns(chat: tuple[Conversation, ScriptedJudge]) -> None:
+    conversation, _ = chat
+    first = conversation.ask("cats")
+    assert first.ids[0] == "c1-p1" and conversation.notepad == ["c1"]
+    conversation.reply("Cats eat fish.")
+    second = conversation.ask("dogs")
+    assert second.ids[0] == "d2-p0" and conversation.notepad == ["d2", "c1"]
+    conversation.reply("Dogs eat kibble.")
+    third = conversation.ask("vets")
+    assert third.ids[0] == "c2-p1" and conversation.notepad == ["c2", "d2", "c1"]
+    conversation.ask("cats")
+    assert conversation.notepad == ["c1", "c2", "d2"]  # moved to the front, not repeated
+
+
+def test_notepad_steers_groups_pages_and_passages(chat: tuple[Conversation, ScriptedJudge]) -> None:
+    conversation, judge = chat
+    conversation.ask("cats")
+    judge.calls.clear()
+    second = conversation.ask("dogs")
+    group = second.trace.stage("group 1")
+    assert group.kept == [("g:Dogs", 0.9), ("g:Cats", 0.05)]  # the notepad page's center stays
+    assert group.opened == ["g:Cats", "g:Dogs"]
+    page_request = judge.binary_calls[1]
+    assert [c.id for c in page_request.candidates] == ["c1", "c2", "d1", "d2"]
+    assert "Used earlier in this conversation, most recent first: Page 1." in page_request.context
+    # passages of d2 (kept) and of c1 (the notepad) are scored together, in reading order
+    assert {"c1-p0", "c1-p1", "c1-p2", "d2-p0"} <= set(asked(judge)[2])
+    assert asked(judge)[2] == sorted(asked(judge)[2], key=lambda k: ("cdf".index(k[0]), k))
+
+
+def test_two_most_recent_notepad_pages_join_the_passage_stage(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    judge = ScriptedJudge({"g:Fish": 0.95, "f1": 0.9})
+    navigator = Navigator(tree, judge, replace(PRESETS["md2d"], documents=StageSettings(top_k=1)))
+    navigator.retrieve(
+        "fish?", history=[{"role": "user", "text": "hi"}], notepad=["d1", "c2", "c1"]
+    )
+    passages = asked(judge)[-1]
+    assert {"d1-p0", "d1-p1", "c2-p0", "c2-p1", "f1-p0"} == set(
+        passages
+    )  # not c1: third most recent
+
+
+def test_conversation_queries_hold_the_last_six_turns(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    judge = ScriptedJudge()
+    history = [{"role": "user" if i % 2 == 0 else "agent", "text": f"turn {i}"} for i in range(8)]
+    Navigator(tree, judge, "md2d").retrieve("turn 8", history=history)
+    query = judge.calls[0].query
+    assert query.splitlines() == [
+        "Conversation (most recent last):",
+        "Agent: turn 3",
+        "User: turn 4",
+        "Agent: turn 5",
+        "User: turn 6",
+        "Agent: turn 7",
+        "User: turn 8",
+    ]
+    assert judge.calls[0].questions[0] == (
+        "Is the page with the information the agent needs for its next reply likely in Topic 1?"
+    )
+    assert (
+        judge.binary_calls[-1].questions[0]
+        == "Should the agent's next reply be based on Passage 1?"
+    )
+
+
+def test_stale_notepad_keys_are_ignored(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    result = Navigator(tree, ScriptedJudge(), PRESETS["md2d"]).retrieve(
+        "q", notepad=["gone", "c1-p0"]
+    )
+    assert result.hits  # a removed page or a passage key in the notepad is simply skipped
