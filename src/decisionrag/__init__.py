@@ -1,5 +1,13 @@
-"""decisionrag: retriever-free retrieval by navigating a corpus tree with a decision model."""
+"""decisionrag: retriever-free retrieval by navigating a corpus tree with a decision model.
 
+>>> from decisionrag import Navigator, Tree, build_tree, load_judge
+>>> build_tree(["docs/"], "docs.tree")
+>>> navigator = Navigator(Tree.open("docs.tree"), load_judge("embedded"), preset="auto")
+>>> for hit in navigator.retrieve("How do I rotate the API keys?").hits:
+...     print(hit.score, " > ".join(hit.path), hit.node.text)
+"""
+
+from ._build import BuildReport, build_tree
 from ._errors import (
     DecisionRAGError,
     InputError,
@@ -25,18 +33,46 @@ from ._judges import (
     Usage,
     load_judge,
 )
+from ._judges._cache import CachedJudge
+from ._judges._embedded import EmbeddedJudge
+from ._judges._local import LocalJudge
+from ._navigate import (
+    PRESET_NAMES,
+    ChoiceSettings,
+    Conversation,
+    HeadingSettings,
+    Hit,
+    Navigator,
+    NotepadSettings,
+    Preset,
+    Result,
+    Retriever,
+    StageSettings,
+    StageTrace,
+    Trace,
+    get_preset,
+)
+from ._query import Query, Turn
 from ._tree import DocumentSpec, Node, NodeKind, PassageSpec, Tree, TreeWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PRESET_NAMES",
     "BinaryRequest",
     "BinaryResult",
+    "BuildReport",
+    "CachedJudge",
     "Candidate",
     "ChoiceRequest",
     "ChoiceResult",
+    "ChoiceSettings",
+    "Conversation",
     "DecisionRAGError",
     "DocumentSpec",
+    "EmbeddedJudge",
+    "HeadingSettings",
+    "Hit",
     "InputError",
     "Judge",
     "JudgeConfigError",
@@ -45,17 +81,30 @@ __all__ = [
     "JudgeRequestError",
     "JudgeUnavailable",
     "Limits",
+    "LocalJudge",
     "MissingDependency",
     "NavigationError",
+    "Navigator",
     "Node",
     "NodeKind",
+    "NotepadSettings",
     "PassageSpec",
+    "Preset",
+    "Query",
+    "Result",
+    "Retriever",
     "ScriptedJudge",
     "SimulatedJudge",
+    "StageSettings",
+    "StageTrace",
+    "Trace",
     "Tree",
     "TreeFormatError",
     "TreeWriter",
+    "Turn",
     "Usage",
     "__version__",
+    "build_tree",
+    "get_preset",
     "load_judge",
 ]
