@@ -46,6 +46,15 @@ class Encoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+def _quiet_transformers() -> None:
+    """No "Loading weights" progress bars on stderr: they would interleave with our output."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
 @functools.lru_cache(maxsize=4)
 def load_encoder(model: str | None = None, device: str = "cpu") -> Encoder:
     """Load (once per process) a sentence-transformers encoder; default: bundled MiniLM."""
@@ -57,4 +66,5 @@ def load_encoder(model: str | None = None, device: str = "cpu") -> Encoder:
     path = default_model_path() if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}") else name
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_transformers()
     return Encoder(SentenceTransformer(path, device=device), name)
