@@ -1,10 +1,200 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""`decisionrag eval`: run systems on a dataset in the shared format and print a metrics table."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+from .._errors import InputError
 
-def register(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    return None
+DEFAULT_SYSTEMS = "decisionrag,bm25,dense"
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate retrieval systems on a labelled dataset",
+        description="Run systems (decisionrag, decisionrag+dense, flat, dense+judge, bm25, dense) "
+        "on a dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv[, qrels_docs.tsv]) and print "
+        "metrics with paired 95%% bootstrap intervals against the first system.",
+    )
+    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder in the shared data format")
+    parser.add_argument(
+        "--systems", default=DEFAULT_SYSTEMS, help=f"comma-separated (default {DEFAULT_SYSTEMS})"
+    )
+    parser.add_argument(
+        "--judge", default="embedded", help="judge id for navigation systems (default embedded)"
+    )
+    parser.add_argument("--preset", default="auto", help="navigation preset (default auto)")
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", help="write the full report as JSON")
+    parser.add_argument("--dedup-text", action="store_true", help="count passages with identical text once")
+    parser.add_argument("--dedup-lowercase", action="store_true", help="with --dedup-text: also ignore case")
+    parser.add_argument("--ks", default="1,5,10", help="cut-offs for Hit@k and page Hit@k (default 1,5,10)")
+    parser.add_argument("--recall-ks", default=None, help="cut-offs for Recall@k (default: --ks)")
+    parser.add_argument(
+        "--price", type=float, default=None, help="USD per million input tokens (default Jev 0.042)"
+    )
+    parser.add_argument(
+        "--cache-dir", default=None, help="tree cache folder (default ~/.cache/decisionrag/trees)"
+    )
+    parser.add_argument(
+        "--embed-model", default=None, help="sentence-transformers model for dense (default MiniLM)"
+    )
+    parser.add_argument(
+        "--answer-model", default=None, help="also score answers from the top 5 (OPENAI_BASE_URL)"
+    )
+    parser.add_argument(
+        "--keep-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="store each query's top N keys in the JSON",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_eval)
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise InputError(f"{flag}: expected comma-separated integers, got {text!r}") from exc
+    if not values or min(values) < 1:
+        raise InputError(f"{flag}: cut-offs must be positive integers, got {text!r}")
+    return values
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from .._eval import EvalSettings, MetricSpec, evaluate, load_dataset, parse_systems
+    from .._eval._answers import AnswerClient
+    from .._eval._runner import JEV_PRICE_PER_MILLION
+
+    systems = parse_systems(args.systems)
+    ks = _ints(args.ks, "--ks")
+    recall_ks = _ints(args.recall_ks, "--recall-ks") if args.recall_ks else ks
+    dataset = load_dataset(args.dataset).limit(args.limit)
+    for warning in dataset.warnings:
+        print(f"decisionrag: warning: {warning}", file=sys.stderr)
+    settings = EvalSettings(
+        systems=systems,
+        preset=args.preset,
+        spec=MetricSpec(ks, recall_ks),
+        dedup_text=args.dedup_text,
+        dedup_lowercase=args.dedup_lowercase,
+        price_per_million=JEV_PRICE_PER_MILLION if args.price is None else args.price,
+        tree_cache=args.cache_dir,
+        embed_model=args.embed_model,
+        keep_runs=args.keep_runs,
+    )
+    judge = _judge(args.judge, systems)
+    answers = AnswerClient(args.answer_model) if args.answer_model else None
+    with _progress_bar(len(systems) * len(dataset.queries), args.no_progress) as bar:
+        report = evaluate(dataset, settings, judge, progress=lambda name: _tick(bar, name), answers=answers)
+    if args.json_out:
+        _write_json(Path(args.json_out), report)
+    print(format_report(report))
+    return 0
+
+
+def _judge(judge_id: str, systems: list[str]) -> Any:
+    if all(name in ("bm25", "dense") for name in systems):
+        return None
+    from .._judges import load_judge
+
+    return load_judge(judge_id)
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        return None
+
+    def set_description(self, text: str) -> None:
+        return None
+
+
+def _progress_bar(total: int, disabled: bool) -> Any:
+    if disabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="query", file=sys.stderr, dynamic_ncols=True)
+
+
+def _tick(bar: Any, name: str) -> None:
+    bar.set_description(name)
+    bar.update(1)
+
+
+def _write_json(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+_COST_COLUMNS = (
+    ("latency_p50", "p50 s"),
+    ("latency_p90", "p90 s"),
+    ("tokens_per_query", "tokens/q"),
+    ("cents_per_query", "¢/q"),
+)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A plain-text table, one column per system and one row per metric; metric cells read
+    ``value (difference to the first system [95% interval])``."""
+    systems: dict[str, dict[str, float]] = report["systems"]
+    if not systems:
+        return "no systems"
+    metrics = [m for m in next(iter(systems.values())) if "@" in m or m.endswith("exact_match")]
+    rows = [["", *systems]]
+    rows.extend([metric, *(_metric_cell(report, name, metric) for name in systems)] for metric in metrics)
+    rows.extend(
+        [label, *(_plain(systems[name].get(key), key) for name in systems)] for key, label in _COST_COLUMNS
+    )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    title = (
+        f"{report['dataset']}: {report['n_queries']} queries; metrics in %, "
+        f"(difference to {report.get('baseline')} [95% interval])"
+    )
+    return "\n".join([title, *lines])
+
+
+def _metric_cell(report: dict[str, Any], system: str, metric: str) -> str:
+    cell = _pct(report["systems"][system].get(metric))
+    interval = report.get("intervals", {}).get(system, {}).get(metric)
+    if interval:
+        cell += f" ({_signed(interval[0])} [{_signed(interval[1])}, {_signed(interval[2])}])"
+    return cell
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _signed(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def _plain(value: float | None, key: str) -> str:
+    if value is None:
+        return "–"
+    if key.startswith("latency"):
+        return f"{value:.3f}"
+    if key.startswith("cents"):
+        return f"{value:.3f}"
+    return f"{value:.0f}"

@@ -1,0 +1,37 @@
+"""Evaluation: datasets in the shared format, metrics, bootstrap intervals, baselines, runner."""
+
+from ._answers import AnswerClient, exact_match, normalize_answer
+from ._baselines import BM25Retriever, DenseRetriever, Retriever, passage_text, tree_passages
+from ._bootstrap import Interval, compare, paired_bootstrap
+from ._data import Dataset, EvalQuery, dataset_prefix, ensure_tree, load_dataset
+from ._metrics import Judgments, MetricSpec, mean_metrics, score_run, text_groups
+from ._runner import EvalSettings, evaluate
+from ._systems import SYSTEMS, parse_systems
+
+__all__ = [
+    "SYSTEMS",
+    "AnswerClient",
+    "BM25Retriever",
+    "Dataset",
+    "DenseRetriever",
+    "EvalQuery",
+    "EvalSettings",
+    "Interval",
+    "Judgments",
+    "MetricSpec",
+    "Retriever",
+    "compare",
+    "dataset_prefix",
+    "ensure_tree",
+    "evaluate",
+    "exact_match",
+    "load_dataset",
+    "mean_metrics",
+    "normalize_answer",
+    "paired_bootstrap",
+    "parse_systems",
+    "passage_text",
+    "score_run",
+    "text_groups",
+    "tree_passages",
+]

@@ -1,0 +1,151 @@
+"""Answer quality (paper §5.2): a chat model answers from a system's top-5 passages; exact match.
+
+Any OpenAI-compatible chat-completions endpoint works: ``OPENAI_BASE_URL`` (default the
+OpenAI API) and, when the server needs one, ``OPENAI_API_KEY``. Exact match uses the SQuAD
+answer normalisation (lowercase, no punctuation, no articles, single spaces) and the best
+of the reference answers; not-answerable questions have the reference "not answerable".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import DecisionRAGError, InputError
+from ._data import Dataset, EvalQuery
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NOT_ANSWERABLE = "not answerable"
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+_INSTRUCTION = (
+    "Answer the question using only the numbered passages. Reply with 'Answer:' followed by "
+    "the shortest answer: yes, no, a short phrase, or 'not answerable' when the passages do not "
+    "contain the answer."
+)
+
+
+class AnswerError(DecisionRAGError):
+    """The answer model could not be reached or answered something unusable."""
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lowercase, drop punctuation and articles, collapse whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def exact_match(prediction: str, references: Sequence[str]) -> float:
+    predicted = normalize_answer(prediction)
+    return 1.0 if any(predicted == normalize_answer(ref) for ref in references) else 0.0
+
+
+def references(query: EvalQuery) -> tuple[str, ...]:
+    return (*query.answers, NOT_ANSWERABLE) if query.not_answerable else query.answers
+
+
+def build_messages(query: EvalQuery, passages: Sequence[str]) -> list[dict[str, str]]:
+    numbered = "\n\n".join(f"Passage {i}: {text}" for i, text in enumerate(passages, 1))
+    turns = "".join(f"{t.role}: {t.text}\n" for t in query.history[-5:])
+    situation = f"Situation: {query.context}\n" if query.context else ""
+    user = f"{numbered}\n\n{turns}{situation}Question: {query.text}"
+    return [{"role": "system", "content": _INSTRUCTION}, {"role": "user", "content": user}]
+
+
+def parse_answer(reply: str) -> str:
+    """The text after the last 'Answer:' (the whole reply when absent), first line only."""
+    _, _, tail = reply.rpartition("Answer:")
+    lines = (tail or reply).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+@dataclass
+class AnswerClient:
+    """A minimal chat-completions client (one place for HTTP details and their errors)."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = 60.0
+    retries: int = 3
+
+    def __post_init__(self) -> None:
+        self.base_url = (
+            self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY")
+
+    async def complete(self, client: Any, messages: list[dict[str, str]]) -> str:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        body = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": 64}
+        for attempt in range(self.retries):
+            try:
+                response = await client.post(
+                    f"{self.base_url}/chat/completions", json=body, headers=headers
+                )
+            except httpx.HTTPError as exc:
+                if attempt == self.retries - 1:
+                    raise AnswerError(f"answer model at {self.base_url}: {exc}") from exc
+                await asyncio.sleep(0.5 * 2**attempt)
+                continue
+            retryable = response.status_code in (408, 429) or response.status_code >= 500
+            if retryable and attempt < self.retries - 1:
+                await asyncio.sleep(0.5 * 2**attempt)
+                continue
+            if response.status_code != 200:
+                raise AnswerError(
+                    f"answer model at {self.base_url}: HTTP {response.status_code} "
+                    f"{response.text[:200]}"
+                )
+            return _content(response.json(), self.base_url or "")
+        raise AnswerError(f"answer model at {self.base_url}: no answer after {self.retries} tries")
+
+
+def _content(payload: Any, where: str) -> str:
+    try:
+        return str(payload["choices"][0]["message"]["content"] or "")
+    except (KeyError, IndexError, TypeError) as exc:
+        raise AnswerError(
+            f"answer model at {where}: unexpected reply {str(payload)[:200]}"
+        ) from exc
+
+
+async def answer_quality(
+    dataset: Dataset,
+    rankings: Mapping[str, Sequence[str]],
+    client: AnswerClient,
+    *,
+    top: int = 5,
+    concurrency: int = 4,
+) -> dict[str, Any]:
+    """Exact match of the answers generated from each query's top passages."""
+    import httpx
+
+    corpus = dataset.corpus
+    queries = [q for q in dataset.queries if references(q) and q.id in rankings]
+    if not queries:
+        raise InputError(f"{dataset.name}: no query has reference answers")
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(http: Any, query: EvalQuery) -> tuple[str, str]:
+        passages = [corpus[key].text for key in rankings[query.id][:top] if key in corpus]
+        async with slots:
+            reply = await client.complete(http, build_messages(query, passages))
+        return query.id, parse_answer(reply)
+
+    async with httpx.AsyncClient(timeout=client.timeout) as http:
+        answers = dict(await asyncio.gather(*(one(http, q) for q in queries)))
+    scores = {q.id: exact_match(answers[q.id], references(q)) for q in queries}
+    return {
+        "exact_match": sum(scores.values()) / len(scores),
+        "n": len(scores),
+        "per_query": scores,
+        "answers": answers,
+    }

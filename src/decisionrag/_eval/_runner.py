@@ -1,0 +1,290 @@
+"""Runs systems over a dataset and writes the report: metrics, intervals, latency, cost, pruning.
+
+Latency is measured around each query's whole retrieval, after the tree is open and the
+flat indexes are built. Queries of one conversation run in order; each conversation starts
+with a clean notepad. Every system sees the queries in the same order, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._judges import Judge
+from .._tree import Tree
+from ._answers import AnswerClient, answer_quality
+from ._bootstrap import compare
+from ._data import Dataset, EvalQuery, ensure_tree
+from ._metrics import (
+    Judgments,
+    MetricSpec,
+    PerQuery,
+    mean_metrics,
+    metric_counts,
+    score_run,
+    text_groups,
+)
+from ._systems import Retrieval, System, SystemFactory
+
+JEV_PRICE_PER_MILLION = 0.042  # USD per million input tokens
+
+
+@dataclass
+class EvalSettings:
+    systems: list[str]
+    preset: str = "auto"
+    spec: MetricSpec = field(default_factory=MetricSpec)
+    dedup_text: bool = False
+    dedup_lowercase: bool = False
+    price_per_million: float = JEV_PRICE_PER_MILLION
+    tree_cache: str | None = None
+    embed_model: str | None = None
+    embed_cache: str | None = None
+    resamples: int = 10_000
+    seed: int = 0
+    keep_runs: int = 0  # how many top keys per query to keep in the report (0: none)
+
+    @property
+    def depth(self) -> int:
+        return max((*self.spec.ks, *self.spec.recall_ks, self.spec.depth))
+
+
+@dataclass
+class SystemRun:
+    """Everything one system produced on the dataset, per query."""
+
+    name: str
+    retrievals: dict[str, Retrieval] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+Progress = Callable[[str], None]
+
+
+def conversation_order(queries: Sequence[EvalQuery]) -> list[list[EvalQuery]]:
+    """Queries grouped by conversation (first appearance order), turns in file order."""
+    groups: dict[str, list[EvalQuery]] = {}
+    for query in queries:
+        groups.setdefault(query.conversation, []).append(query)
+    return list(groups.values())
+
+
+async def run_system(
+    system: System,
+    conversations: Sequence[Sequence[EvalQuery]],
+    k: int,
+    progress: Progress | None = None,
+) -> SystemRun:
+    run = SystemRun(system.name)
+    for conversation in conversations:
+        system.start_conversation()
+        for query in conversation:
+            start = time.perf_counter()
+            retrieval = await system.run(query, k)
+            run.seconds[query.id] = time.perf_counter() - start
+            run.retrievals[query.id] = retrieval
+            if progress:
+                progress(system.name)
+    return run
+
+
+def evaluate(
+    dataset: Dataset,
+    settings: EvalSettings,
+    judge: Judge | None = None,
+    progress: Progress | None = None,
+    tree_path: Path | None = None,
+    answers: AnswerClient | None = None,
+) -> dict[str, Any]:
+    """Run every system of `settings` on `dataset` and return the report (a JSON-able dict).
+
+    With an answer client, each system's top-5 passages are also answered from and scored
+    by exact match (metric ``exact_match``, over the queries with reference answers).
+    """
+    path = tree_path or ensure_tree(dataset, settings.tree_cache)
+    with Tree.open(path) as tree:
+        factory = SystemFactory(
+            tree, judge, settings.preset, settings.embed_model, settings.embed_cache
+        )
+        systems = [factory.build(name) for name in settings.systems]
+        runs = asyncio.run(_run_all(systems, dataset, settings.depth, judge, progress))
+        pruning = {
+            run.name: pruning_recall(run, dataset, tree)
+            for run in runs
+            if any(r.stages for r in run.retrievals.values())
+        }
+    extra: dict[str, PerQuery] = {}
+    if answers is not None:
+        for run in runs:
+            rankings = {q: r.ranking for q, r in run.retrievals.items()}
+            quality = asyncio.run(answer_quality(dataset, rankings, answers))
+            extra[run.name] = {"exact_match": quality["per_query"]}
+    return build_report(dataset, settings, runs, pruning, extra)
+
+
+async def _run_all(
+    systems: Sequence[System],
+    dataset: Dataset,
+    k: int,
+    judge: Judge | None,
+    progress: Progress | None,
+) -> list[SystemRun]:
+    conversations = conversation_order(dataset.queries)
+    try:
+        return [await run_system(system, conversations, k, progress) for system in systems]
+    finally:
+        if judge is not None:
+            await judge.aclose()
+
+
+# -- scoring -------------------------------------------------------------------------------
+
+
+def judgments_for(dataset: Dataset, settings: EvalSettings) -> Judgments:
+    corpus = dataset.corpus
+    groups = None
+    if settings.dedup_text:
+        groups = text_groups({pid: p.text for pid, p in corpus.items()}, settings.dedup_lowercase)
+    gold_docs = {q.id: dataset.gold_docs(q.id) for q in dataset.queries}
+    return Judgments(dataset.qrels, gold_docs, {pid: p.doc_id for pid, p in corpus.items()}, groups)
+
+
+def build_report(
+    dataset: Dataset,
+    settings: EvalSettings,
+    runs: Sequence[SystemRun],
+    pruning: Mapping[str, Any],
+    extra: Mapping[str, PerQuery] | None = None,
+) -> dict[str, Any]:
+    judgments = judgments_for(dataset, settings)
+    per_query = {
+        run.name: score_run(
+            {q: r.ranking for q, r in run.retrievals.items()}, judgments, settings.spec
+        )
+        for run in runs
+    }
+    for name, values in (extra or {}).items():
+        per_query[name].update(values)
+    prefix = dataset.prefix
+    report: dict[str, Any] = {
+        "dataset": dataset.name,
+        "n_queries": len(dataset.queries),
+        "metric_queries": metric_counts(per_query[runs[0].name]) if runs else {},
+        "settings": _settings_dict(settings),
+        "systems": {
+            run.name: {
+                **mean_metrics(per_query[run.name], prefix),
+                **cost_and_latency(run, settings.price_per_million),
+            }
+            for run in runs
+        },
+        "baseline": runs[0].name if runs else None,
+        "intervals": intervals(per_query, [run.name for run in runs], prefix, settings),
+        "pruning": dict(pruning),
+    }
+    if settings.keep_runs:
+        report["runs"] = {
+            run.name: {q: r.ranking[: settings.keep_runs] for q, r in run.retrievals.items()}
+            for run in runs
+        }
+    return report
+
+
+def _settings_dict(settings: EvalSettings) -> dict[str, Any]:
+    return {
+        "preset": settings.preset,
+        "ks": list(settings.spec.ks),
+        "recall_ks": list(settings.spec.recall_ks),
+        "depth": settings.depth,
+        "dedup_text": settings.dedup_text,
+        "dedup_lowercase": settings.dedup_lowercase,
+        "price_per_million": settings.price_per_million,
+        "resamples": settings.resamples,
+        "seed": settings.seed,
+    }
+
+
+def intervals(
+    per_query: Mapping[str, PerQuery], names: Sequence[str], prefix: str, settings: EvalSettings
+) -> dict[str, dict[str, list[float]]]:
+    """Paired 95 % intervals of every metric of every system against the first one."""
+    if not names:
+        return {}
+    base = per_query[names[0]]
+    head = f"{prefix}_" if prefix else ""
+    result: dict[str, dict[str, list[float]]] = {}
+    for name in names[1:]:
+        result[name] = {
+            f"{head}{metric}": compare(
+                values, base.get(metric, {}), resamples=settings.resamples, seed=settings.seed
+            ).to_list()
+            for metric, values in per_query[name].items()
+        }
+    return result
+
+
+def cost_and_latency(run: SystemRun, price_per_million: float) -> dict[str, float]:
+    seconds = np.array(list(run.seconds.values()) or [0.0])
+    usages = [r.usage for r in run.retrievals.values() if r.usage is not None]
+    n = max(len(run.retrievals), 1)
+    tokens = sum(u.input_tokens for u in usages)
+    return {
+        "latency_p50": float(np.percentile(seconds, 50)),
+        "latency_p90": float(np.percentile(seconds, 90)),
+        "tokens_per_query": tokens / n,
+        "requests_per_query": sum(u.requests for u in usages) / n,
+        "cents_per_query": tokens / n * price_per_million / 1_000_000 * 100,
+    }
+
+
+# -- pruning recall --------------------------------------------------------------------------
+
+
+class _GoldPages:
+    """Answers "does this kept node lead to (or lie inside) a gold page?" with cached lookups."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._nodes: dict[str, Any] = {}
+        self._paths: dict[int, set[int]] = {}
+
+    def _node(self, key: str) -> Any:
+        if key not in self._nodes:
+            try:
+                self._nodes[key] = self.tree.node(key)
+            except KeyError:
+                self._nodes[key] = None
+        return self._nodes[key]
+
+    def _ancestors(self, doc_id: int) -> set[int]:
+        if doc_id not in self._paths:
+            self._paths[doc_id] = {n.id for n in self.tree.path(doc_id)}
+        return self._paths[doc_id]
+
+    def survives(self, kept: Sequence[str], gold_docs: set[str]) -> bool:
+        gold = [n.id for n in (self._node(d) for d in gold_docs) if n is not None]
+        ancestors = set().union(*(self._ancestors(d) for d in gold)) if gold else set()
+        for key in kept:
+            node = self._node(key)
+            if node is not None and (node.id in ancestors or node.doc in gold):
+                return True
+        return False
+
+
+def pruning_recall(run: SystemRun, dataset: Dataset, tree: Tree) -> dict[str, dict[str, float]]:
+    """For each stage: the share of queries (with a gold page) whose gold page it kept."""
+    pages = _GoldPages(tree)
+    kept: dict[str, list[bool]] = {}
+    for query_id, retrieval in run.retrievals.items():
+        gold = dataset.gold_docs(query_id)
+        if not gold:
+            continue
+        for index, (stage, keys) in enumerate(retrieval.stages):
+            kept.setdefault(f"{index}:{stage}", []).append(pages.survives(keys, gold))
+    return {stage: {"survived": sum(v) / len(v), "queries": len(v)} for stage, v in kept.items()}

@@ -1,0 +1,95 @@
+"""BM25 scores against a straightforward computation of the formula (Lucene variant).
+
+score(q, d) = sum over query tokens t (repeats count) of
+    idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl)),
+    idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+with tokens = lowercased words of 2+ characters, English stopwords removed, Snowball-stemmed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("bm25s")
+Stemmer = pytest.importorskip("Stemmer")
+
+from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
+
+from decisionrag._eval._baselines import BM25Retriever, passage_text  # noqa: E402
+
+CORPUS = {
+    "a": "The cat sat on the mat. The cat was happy.",
+    "b": "Dogs and cats are friendly pets; a dog barks.",
+    "c": "Renewing a passport: apply online and pay the fee.",
+    "d": "Passport photos must be recent. Photos are checked.",
+    "e": "The weather is sunny and the cats are sleeping in the sun.",
+}
+K1, B = 1.5, 0.75
+
+
+def tokens(text: str) -> list[str]:
+    stemmer = Stemmer.Stemmer("english")
+    words = [w for w in re.findall(r"(?u)\b\w\w+\b", text.lower()) if w not in STOPWORDS_EN]
+    return [stemmer.stemWord(w) for w in words]
+
+
+def reference_scores(query: str) -> dict[str, float]:
+    docs = {key: tokens(text) for key, text in CORPUS.items()}
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs.values()) / n
+    df = Counter(t for d in docs.values() for t in set(d))
+    scores = {}
+    for key, doc in docs.items():
+        tf = Counter(doc)
+        total = 0.0
+        for term in tokens(query):
+            if tf[term] == 0:
+                continue
+            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+            total += idf * tf[term] / (tf[term] + K1 * (1 - B + B * len(doc) / avgdl))
+        scores[key] = total
+    return scores
+
+
+@pytest.fixture(scope="module")
+def retriever() -> BM25Retriever:
+    return BM25Retriever(list(CORPUS), list(CORPUS.values()), k1=K1, b=B)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "happy cat",
+        "cats sleeping in the sun",
+        "passport photo fee",
+        "dog dog barking",
+        "unknownword",
+    ],
+)
+def test_scores_match_the_formula(retriever: BM25Retriever, query: str) -> None:
+    expected = reference_scores(query)
+    got = dict(zip(retriever.keys, retriever.scores(query).tolist(), strict=True))
+    assert got == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+def test_retrieve_ranks_by_score(retriever: BM25Retriever) -> None:
+    expected = reference_scores("passport photo fee")
+    ranked = retriever.retrieve("passport photo fee", k=3)
+    assert [key for key, _ in ranked] == sorted(expected, key=lambda k: -expected[k])[:3]
+    assert ranked[0][1] == pytest.approx(max(expected.values()), rel=1e-5)
+
+
+def test_stemming_and_stopwords_apply_to_queries(retriever: BM25Retriever) -> None:
+    assert retriever.tokenize("The Cats and the sleeping") == ["cat", "sleep"]
+    assert retriever.retrieve("the of and", k=2) == [("a", 0.0), ("b", 0.0)]
+
+
+def test_passage_text_prepends_title_and_headings() -> None:
+    assert passage_text("Guide", ("Guide", "Eligibility", "Age"), "Be 18.") == (
+        "Guide\nEligibility > Age\nBe 18."
+    )
+    assert passage_text("", (), "Only text") == "Only text"
