@@ -1,13 +1,13 @@
 """Navigation latency against the floor of the paper's Eq. 4: stages × one request's latency.
 
     python benchmarks/latency.py        # NQ shape: 1,000 clusters, 108,626 pages, 2.68 M paragraphs
-    python benchmarks/latency.py --judge "simulated:latency=0.2,concurrency=512"
+    python benchmarks/latency.py --judge "simulated:latency=0.2,max_questions=64"   # self-hosted
     python benchmarks/latency.py --pages 10000 --paragraphs 250000 --clusters 100   # quick
 
 Builds (once, cached at --tree) a three-level tree clusters → pages → paragraphs of Natural
 Questions shape with synthetic text, then runs --queries queries one at a time with the
-`nq` preset and the simulated judge (every request sleeps `latency` seconds; requests
-overlap up to the judge's concurrency). Prints per-query p50/p90, the floor
+`nq` preset and the simulated judge (every request takes `latency` seconds, its own scoring
+included; requests overlap up to the judge's concurrency, 256 by default). Prints per-query p50/p90, the floor
 (sequential stages × latency), their ratio, and where the rest goes: per stage, the time
 waiting for the judge against its floor, and the time outside the judge (tree reads,
 rendering, splitting, sorting).
@@ -21,13 +21,12 @@ import math
 import statistics
 import sys
 import time
-import zlib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from decisionrag._judges import Candidate, load_judge
+from decisionrag._judges import load_judge
 from decisionrag._navigate import Navigator, get_preset
 from decisionrag._tree import DocumentSpec, PassageSpec, Tree, TreeWriter
 
@@ -102,16 +101,13 @@ def queries(tree: Tree, n: int, seed: int = 1) -> list[str]:
     return found
 
 
-def hashed_score(query: str, candidate: Candidate) -> float:
-    """A deterministic pseudo-random P(yes): the scripted double's default word-overlap scorer
-    would spend the CPU of a regex over 16,000 titles per query inside the judge."""
-    return (zlib.crc32(f"{query}|{candidate.id}".encode()) % 1000) / 1000
-
-
-async def run(tree: Tree, judge_id: str, n: int, preset: str, fresh: bool) -> None:
-    options = {"scores": hashed_score} if judge_id.split(":")[0] in ("simulated", "scripted") else {}
-    judge = load_judge(judge_id, **options)
+async def run(tree: Tree, judge_id: str, n: int, preset: str, fresh: bool, warm: bool) -> None:
+    judge = load_judge(judge_id)
     navigator = Navigator(tree, judge, get_preset(preset, tree, judge))
+    if warm:
+        started = time.perf_counter()
+        cached = navigator.warm()
+        print(f"warmed {cached:,} nodes in {time.perf_counter() - started:.2f} s", file=sys.stderr)
     latency = float(getattr(judge, "latency", 0.0))
     totals, floors, stage_rows = [], [], defaultdict(list)
     outside = []
@@ -126,7 +122,7 @@ async def run(tree: Tree, judge_id: str, n: int, preset: str, fresh: bool) -> No
             stage_rows[stage.name].append(stage)
     report(
         judge_id,
-        f"{preset}{' (fresh Navigator per query)' if fresh else ''}",
+        f"{preset}{' (fresh Navigator per query)' if fresh else ''}{' (Navigator warmed)' if warm else ''}",
         tree,
         totals,
         floors,
@@ -185,11 +181,12 @@ def main() -> int:
     parser.add_argument("--preset", default="nq")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--fresh", action="store_true", help="a new Navigator (empty caches) per query")
+    parser.add_argument("--warm", action="store_true", help="Navigator.warm() before the first query")
     args = parser.parse_args()
     if not args.tree.is_file():
         build(args.tree, args.clusters, args.pages, args.paragraphs)
     with Tree.open(args.tree) as tree:
-        asyncio.run(run(tree, args.judge, args.queries, args.preset, args.fresh))
+        asyncio.run(run(tree, args.judge, args.queries, args.preset, args.fresh, args.warm))
     return 0
 
 

@@ -79,8 +79,8 @@ async def test_a_corrupt_entry_is_a_miss_and_is_rewritten(tmp_path: Path) -> Non
 
 
 def test_load_judge_with_judgment_cache(tmp_path: Path) -> None:
-    judge = load_judge("simulated:latency=0.01", judgment_cache=tmp_path / "cache")
-    assert isinstance(judge, CachedJudge) and judge.name == "simulated:latency=0.01"
+    judge = load_judge("simulated:latency=0.01,max_questions=64", judgment_cache=tmp_path / "cache")
+    assert isinstance(judge, CachedJudge) and judge.name == "simulated:latency=0.01,max_questions=64"
     first = judge.binary_sync(BINARY)
     second = judge.binary_sync(BINARY)
     assert second.probabilities == first.probabilities

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import JudgeConfigError
-from ._base import Judge
+from ._base import Judge, Limits
 
 # backend name -> (module, factory function); modules are imported only when used
 _BACKENDS: dict[str, tuple[str, str]] = {
@@ -54,8 +55,9 @@ BACKEND_INFO: tuple[BackendInfo, ...] = (
     BackendInfo("embedded", "embedded", "-", "none",
                 "offline default on the bundled all-MiniLM-L6-v2 (no key, no network)"),
     BackendInfo("scripted", "scripted", "-", "none", "test double with given answers"),
-    BackendInfo("simulated", "simulated:latency=0.2", "-", "questions <= 64",
-                "test double with a simulated request latency"),
+    BackendInfo("simulated", "simulated:latency=0.2", "-",
+                "questions: any, options <= 255, tokens <= 64000 (max_questions=N, max_tokens=N)",
+                "test double with a simulated request latency (concurrency=N, default 256)"),
 )
 
 
@@ -114,12 +116,38 @@ def _scripted_judge(model: str, **options: Any) -> Judge:
 
 
 def _simulated_judge(model: str, **options: Any) -> Judge:
-    from ._testing import SimulatedJudge
+    from ._testing import HOSTED_LIMITS, SimulatedJudge
 
-    settings: dict[str, Any] = parse_options(model)
-    latency = float(settings.pop("latency", 0.2))
+    settings: dict[str, str] = parse_options(model)
+    latency = _latency(settings.pop("latency", "0.2"))
     if "concurrency" in settings:
-        options.setdefault("concurrency", int(settings.pop("concurrency")))
+        options.setdefault("concurrency", _positive_int(settings.pop("concurrency"), "concurrency"))
+    if "max_questions" in settings or "max_tokens" in settings:
+        questions, tokens = settings.pop("max_questions", None), settings.pop("max_tokens", None)
+        options.setdefault("limits", Limits(
+            max_questions=_positive_int(questions, "max_questions") if questions else None,
+            max_tokens=_positive_int(tokens, "max_tokens") if tokens else HOSTED_LIMITS.max_tokens,
+        ))
     if settings:
         raise JudgeConfigError(f"simulated judge: unknown options {sorted(settings)}")
     return SimulatedJudge(latency, **options)
+
+
+def _latency(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < math.inf:
+        raise JudgeConfigError(f"simulated judge: latency={text!r} is not a number of seconds")
+    return value
+
+
+def _positive_int(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise JudgeConfigError(f"simulated judge: {name}={text!r} is not a positive integer")
+    return value

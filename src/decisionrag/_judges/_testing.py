@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from ._base import (
     BinaryRequest,
@@ -21,6 +23,7 @@ from ._base import (
 
 Scorer = Callable[[str, Candidate], float]
 Scores = Mapping[str, float] | Scorer
+R = TypeVar("R")
 
 _WORD = re.compile(r"\w+")
 
@@ -95,40 +98,59 @@ class ScriptedJudge(Judge):
         return [c for c in self.calls if isinstance(c, ChoiceRequest)]
 
 
-class SimulatedJudge(ScriptedJudge):
-    """A scripted judge that takes `latency` seconds per request, for performance work.
+HOSTED_LIMITS = Limits(max_questions=None, max_options=255, max_tokens=64_000)  # like hosted Jev
 
-    Requests overlap like real HTTP requests do (asyncio sleep), up to `concurrency` at once.
+
+def hashed_score(query: str, candidate: Candidate) -> float:
+    """A deterministic pseudo-random P(yes) from (query, candidate id): costs about a
+    microsecond, so the double's own CPU stays far below the latency it simulates."""
+    return (zlib.crc32(f"{query}|{candidate.id}".encode()) % 1000) / 1000
+
+
+class SimulatedJudge(ScriptedJudge):
+    """A hosted judge seen from the client: every request takes `latency` seconds, its own
+    compute included (the answer is computed first, then only the rest of `latency` is
+    slept). Up to `concurrency` requests are served at once (asyncio sleep, like HTTP).
+
+    Defaults model hosted Jev: no question limit, 64,000 tokens per request, and enough
+    capacity for a whole level in flight; pass `limits` (or the ids' ``max_questions=N``,
+    ``max_tokens=N``) to mimic a self-hosted server. Scores default to `hashed_score`.
     """
 
     def __init__(
         self,
         latency: float = 0.2,
         *,
-        concurrency: int = 64,
+        concurrency: int = 256,
         scores: Scores | None = None,
         limits: Limits | None = None,
         name: str | None = None,
     ) -> None:
-        super().__init__(scores, limits=limits or Limits(max_questions=64, max_tokens=64_000),
-                         name=name or f"simulated:latency={latency}")
+        super().__init__(
+            scores if scores is not None else hashed_score,
+            limits=limits or HOSTED_LIMITS,
+            name=name or f"simulated:latency={latency}",
+        )
         self.latency = latency
         self._slots = asyncio.Semaphore(concurrency)
 
-    async def _wait(self) -> float:
+    async def _served(self, answer: Callable[[], Awaitable[R]]) -> tuple[R, float]:
+        """`answer`, returned `latency` seconds after a serving slot was free (or later, if
+        computing it took longer); and the seconds since the request was made."""
         start = time.perf_counter()
         async with self._slots:
-            await asyncio.sleep(self.latency)
-        return time.perf_counter() - start
+            deadline = time.perf_counter() + self.latency
+            await asyncio.sleep(0)  # requests sent together start their clocks together
+            result = await answer()
+            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+        return result, time.perf_counter() - start
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
-        seconds = await self._wait()
-        result = await super().binary(request)
+        result, seconds = await self._served(lambda: ScriptedJudge.binary(self, request))
         result.usage.seconds = seconds
         return result
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
-        seconds = await self._wait()
-        result = await super().choice(request)
+        result, seconds = await self._served(lambda: ScriptedJudge.choice(self, request))
         result.usage.seconds = seconds
         return result

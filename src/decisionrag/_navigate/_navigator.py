@@ -7,6 +7,7 @@ import concurrent.futures
 import functools
 from collections import OrderedDict
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from .._errors import InputError
@@ -19,6 +20,22 @@ from ._result import Result
 
 T = TypeVar("T")
 CHILDREN_CACHE_NODES = 250_000  # about 100 MB of group/page nodes at most
+READ_AHEAD_SHARE = 0.8  # reading ahead stops when the caches are this full
+
+
+@dataclass(frozen=True, slots=True)
+class Children:
+    """A root's or group's children in reading order, and the same split by kind."""
+
+    all: list[Node]
+    documents: list[Node]
+    groups: list[Node]
+
+    @classmethod
+    def of(cls, nodes: list[Node]) -> Children:
+        documents = [n for n in nodes if n.kind == NodeKind.DOCUMENT]
+        groups = [n for n in nodes if n.kind == NodeKind.GROUP]
+        return cls(nodes, documents, groups)
 
 
 class Retriever(Protocol):
@@ -52,10 +69,12 @@ class Navigator:
         self.retriever = retriever
         self.concurrency = concurrency
         self._cache: dict[int, Node] = {}
-        self._children: OrderedDict[int, list[Node]] = OrderedDict()
+        self._children: OrderedDict[int, Children] = OrderedDict()
         self._children_held = 0
         self._documents: list[Node] | None = None
-        self._entries: dict[tuple[str, int, str], Entry] = {}
+        self._entries: dict[tuple[str, str], dict[int, Entry]] = {}
+        self._entries_held = 0
+        self._headers: dict[int | None, tuple[str, ...]] = {}
         self.count_tokens = functools.lru_cache(maxsize=100_000)(judge.count_tokens)
 
     def __repr__(self) -> str:
@@ -96,6 +115,45 @@ class Navigator:
     def rerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10) -> Result:
         return run_sync(self.arerank(query, passage_ids, k))
 
+    def warm(self) -> int:
+        """Read every group's children and build their candidate entries now, so that later
+        queries read nothing from the tree on the group and page levels (a server calls
+        this once at start-up; the NQ shape's 109,000 groups and pages take about a second).
+        Stops when the caches are READ_AHEAD_SHARE full; returns the number of nodes cached."""
+        level = [self.tree.root.id]
+        depth = 0
+        while level:
+            groups: list[Node] = []
+            for node_id in level:
+                if not self._room_for_reading_ahead():
+                    return self._children_held
+                family = self.split_children(node_id)
+                self.entries("document", family.documents, self.preset.documents.render)
+                self.entries("group", family.groups, self.preset.group_settings(depth).render)
+                groups.extend(family.groups)
+            level = [group.id for group in groups]
+            depth += 1
+        return self._children_held
+
+    async def read_ahead(self, groups: Sequence[Node], depth: int, until: asyncio.Future[Any]) -> None:
+        """Use a judge wait: while `until` (the requests judging `groups`) is pending, read
+        the groups' children and build their entries (level `depth`), one group at a time,
+        so that the kept groups' pages are cached when the answers come back. Yields after
+        each group (under a millisecond); leaves room in the caches for the walks' own use."""
+        for group in groups:
+            if until.done() or not self._room_for_reading_ahead():
+                return
+            if group.id in self._children:
+                continue
+            family = self.split_children(group.id)
+            self.entries("document", family.documents, self.preset.documents.render)
+            self.entries("group", family.groups, self.preset.group_settings(depth).render)
+            await asyncio.sleep(0)
+
+    def _room_for_reading_ahead(self) -> bool:
+        limit = READ_AHEAD_SHARE * CHILDREN_CACHE_NODES
+        return self._children_held < limit and self._entries_held < limit
+
     # -- tree access shared by walks --------------------------------------------------------
 
     def node(self, node_id: int) -> Node:
@@ -106,30 +164,46 @@ class Navigator:
         return node
 
     def children(self, node_id: int) -> list[Node]:
-        """The children of a root or group node, cached: the tree never changes under a
-        Navigator, and a page level of 16,000 titles costs a query 0.1 s of SQL otherwise.
-        Holds at most CHILDREN_CACHE_NODES nodes, least recently used dropped first."""
+        """The children of a root or group node in reading order (cached, see `split_children`)."""
+        return self.split_children(node_id).all
+
+    def split_children(self, node_id: int) -> Children:
+        """The children of a root or group node, also split into pages and groups; cached:
+        the tree never changes under a Navigator, and a page level of 16,000 titles costs a
+        query 0.1 s of SQL otherwise. Holds at most CHILDREN_CACHE_NODES nodes, least
+        recently used dropped first."""
         found = self._children.get(node_id)
         if found is not None:
             self._children.move_to_end(node_id)
             return found
-        found = self.tree.children(node_id)
+        found = Children.of(self.tree.children(node_id))
         self._children[node_id] = found
-        self._children_held += len(found)
+        self._children_held += len(found.all)
         while self._children_held > CHILDREN_CACHE_NODES and len(self._children) > 1:
             _, dropped = self._children.popitem(last=False)
-            self._children_held -= len(dropped)
+            self._children_held -= len(dropped.all)
         return found
 
     def entry(self, kind: Kind, node: Node, render: str) -> Entry:
         """How `node` is shown as a candidate of a `kind` level (query-independent, cached)."""
-        cache_key = (kind, node.id, render)
-        found = self._entries.get(cache_key)
-        if found is None:
-            if len(self._entries) >= CHILDREN_CACHE_NODES:
-                self._entries.clear()
-            found = self._entries[cache_key] = self._make_entry(kind, node, render)
+        return self.entries(kind, [node], render)[0]
+
+    def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
+        """`entry` for many nodes at once: one dict lookup per node when cached."""
+        if self._entries_held + len(nodes) > CHILDREN_CACHE_NODES:
+            self._entries.clear()  # full: start again rather than track recency per entry
+            self._entries_held = 0
+        table = self._entries.setdefault((kind, render), {})
+        before = len(table)
+        get = table.get
+        found = [get(node.id) or self._new_entry(table, kind, node, render) for node in nodes]
+        self._entries_held += len(table) - before
         return found
+
+    def _new_entry(self, table: dict[int, Entry], kind: Kind, node: Node, render: str) -> Entry:
+        entry = table[node.id] = self._make_entry(kind, node, render)
+        entry.tokens = self.judge.count_tokens(entry.text)  # what pack() would count each query
+        return entry
 
     def _make_entry(self, kind: Kind, node: Node, render: str) -> Entry:
         if kind in ("passage", "heading"):
@@ -140,10 +214,19 @@ class Navigator:
             return Entry(node.key, heading, (self.page_title(page),), page.id)
         text = node.title if render == "title" and node.title else ""
         text = text or node.description or node.title or node.key
-        parent = self.node(node.parent) if node.parent is not None else None
-        above = parent is not None and parent.kind == NodeKind.GROUP
-        block = (parent.title or parent.description,) if parent is not None and above else ()
-        return Entry(node.key, text, block, node.parent)
+        return Entry(node.key, text, self._group_header(node.parent), node.parent)
+
+    def _group_header(self, parent_id: int | None) -> tuple[str, ...]:
+        """The header path pages and groups under `parent_id` are shown under: its title when
+        it is a group. One tuple per parent, shared by its children (compared by identity
+        first when a level is rendered and split)."""
+        found = self._headers.get(parent_id)
+        if found is None:
+            parent = self.node(parent_id) if parent_id is not None else None
+            above = parent is not None and parent.kind == NodeKind.GROUP
+            found = (parent.title or parent.description,) if parent is not None and above else ()
+            self._headers[parent_id] = found
+        return found
 
     def ancestors(self, node: Node) -> list[Node]:
         """Groups and pages above `node`, outermost first (root excluded)."""

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -87,16 +89,30 @@ _LOOKS_LIKE_LABEL = re.compile(
 class Entry:
     """One candidate ready to render: its key, its plain text and the header path above it
     (group title, or page title then heading path). `sibling` groups candidates that must
-    stay in one request when a level is split (their parent's id)."""
+    stay in one request when a level is split (their parent's id). `line` is the text as
+    rendered (`clean`), made once: a Navigator keeps its entries across queries. `tokens`,
+    when set, is the text's token count for the judge that reads it (a Navigator, which
+    serves one judge, sets it once; `pack` counts entries without it)."""
 
     key: str
     text: str
     block: tuple[str, ...] = ()
     sibling: int | None = None
     candidate: Candidate = field(init=False)
+    line: str = field(init=False)
+    tokens: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.candidate = Candidate(id=self.key, text=self.text)
+        self.line = clean(self.text)
+
+
+_KEY = operator.attrgetter("key")
+_TOKENS = operator.attrgetter("tokens")
+_BLOCK = operator.attrgetter("block")
+_SIBLING = operator.attrgetter("sibling")
+_LINE = operator.attrgetter("line")
+_CANDIDATE = operator.attrgetter("candidate")
 
 
 def label(kind: Kind, task: TaskWording) -> str:
@@ -108,6 +124,24 @@ def label(kind: Kind, task: TaskWording) -> str:
 @functools.lru_cache(maxsize=4096)
 def question(kind: Kind, task: TaskWording, n: int) -> str:
     return _QUESTIONS[(task, kind)].format(n=n)
+
+
+_NUMBERED: dict[str, tuple[str, ...]] = {}
+
+
+def numbered(template: str, n: int) -> tuple[str, ...]:
+    """`template` formatted with n = 1..n, from a table that grows by doubling (a level of
+    16,000 candidates would otherwise format 16,000 questions per query)."""
+    table = _NUMBERED.get(template, ())
+    if len(table) < n:
+        size = max(n, 2 * len(table), 64)
+        table = _NUMBERED[template] = tuple(template.format(n=i) for i in range(1, size + 1))
+    return table[:n]
+
+
+def questions(kind: Kind, task: TaskWording, n: int) -> tuple[str, ...]:
+    """The questions about candidates 1..n of a request."""
+    return numbered(_QUESTIONS[(task, kind)], n)
 
 
 @functools.lru_cache(maxsize=100_000)
@@ -148,12 +182,15 @@ def header_lines(previous: tuple[str, ...], block: tuple[str, ...]) -> list[str]
 def render_list(entries: Sequence[Entry], kind: Kind, task: TaskWording) -> list[str]:
     name = label(kind, task)
     lines = [f"{_PLURALS[name].capitalize()}:"]
+    labels = numbered(f"[{name} {{n}}] ", len(entries))
     previous: tuple[str, ...] = ()
-    for number, entry in enumerate(entries, 1):
-        if entry.block != previous:
-            lines.extend(header_lines(previous, entry.block))
-            previous = entry.block
-        lines.append(f"[{name} {number}] {clean(entry.text)}")
+    done = 0
+    for block, run in itertools.groupby(entries, _BLOCK):  # runs under one header path
+        lines.extend(header_lines(previous, block))
+        previous = block
+        texts = list(map(_LINE, run))
+        lines.extend(map(operator.add, labels[done : done + len(texts)], texts))
+        done += len(texts)
     lines.append(f"End of {_PLURALS[name]}.")
     return lines
 
@@ -185,9 +222,9 @@ def binary_request(
 ) -> BinaryRequest:
     return BinaryRequest(
         context=render_context(query_text, entries, kind, task, notepad),
-        questions=tuple(question(kind, task, n) for n in range(1, len(entries) + 1)),
+        questions=questions(kind, task, len(entries)),
         query=query_text,
-        candidates=tuple(entry.candidate for entry in entries),
+        candidates=tuple(map(_CANDIDATE, entries)),
     )
 
 
@@ -197,9 +234,9 @@ def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording)
     return ChoiceRequest(
         context=render_context(query_text, entries, "passage", task),
         question=_CHOICE_QUESTIONS[task],
-        options=tuple(f"{name} {n}" for n in range(1, len(entries) + 1)),
+        options=numbered(name + " {n}", len(entries)),
         query=query_text,
-        candidates=tuple(entry.candidate for entry in entries),
+        candidates=tuple(map(_CANDIDATE, entries)),
     )
 
 
@@ -249,26 +286,35 @@ QUESTION_TOKENS = 20  # a question's fixed wording, e.g. "Is the information ...
 
 
 class _Costs:
-    """Token costs of each entry: its line and question, plus the header lines printed
-    before it when it follows its reading-order predecessor (`follow`) or opens a request
-    (`opening`)."""
+    """Token costs of a level's entries: `line[i]`, entry i's line and question; `follow[i]`,
+    the header lines printed before it after its reading-order predecessor (nonzero only where
+    the header path changes); `opening(i)`, those printed before it when it opens a request;
+    `steps[i]`, the prefix sum of line + follow over the entries before i (so that a run of
+    entries is measured, and a request filled, without a loop over its entries)."""
 
     def __init__(self, entries: Sequence[Entry], cost: Callable[[str], int]) -> None:
-        headers: dict[tuple[str, ...], int] = {}
-        self.line = [cost(e.text) + 4 + QUESTION_TOKENS for e in entries]
-        self.opening = []
-        self.follow = []
+        tokens = list(map(_TOKENS, entries))
+        if any(map(operator.is_, tokens, itertools.repeat(None))):
+            tokens = [cost(e.text) if t is None else t for e, t in zip(entries, tokens, strict=True)]
+        self.line = list(map(operator.add, tokens, itertools.repeat(4 + QUESTION_TOKENS)))
+        self.blocks = list(map(_BLOCK, entries))
+        self.headers: dict[tuple[str, ...], int] = {}
+        self.follow = [0] * len(self.line)
         previous: tuple[str, ...] = ()
-        for entry in entries:
-            if entry.block not in headers:
-                headers[entry.block] = sum(cost(h) for h in header_lines((), entry.block))
-            self.opening.append(headers[entry.block])
-            same = entry.block == previous
-            self.follow.append(0 if same else sum(cost(h) for h in header_lines(previous, entry.block)))
-            previous = entry.block
+        start = 0
+        for block, run in itertools.groupby(self.blocks):
+            if block not in self.headers:
+                self.headers[block] = _header_tokens((), block, cost)
+            self.follow[start] = _header_tokens(previous, block, cost)
+            previous = block
+            start += len(list(run))
+        self.steps = [0, *itertools.accumulate(map(operator.add, self.line, self.follow))]
+
+    def opening(self, i: int) -> int:
+        return self.headers[self.blocks[i]]
 
     def total(self) -> int:
-        return sum(self.line) + sum(self.follow)
+        return self.steps[-1]
 
     def cut(
         self,
@@ -277,27 +323,58 @@ class _Costs:
         max_candidates: int | None,
         max_tokens: int | None,
     ) -> list[int]:
-        """Request boundaries (indexes into the entries, first 0, last len)."""
+        """Request boundaries (indexes into the entries, first 0, last len): a block joins
+        the current request if it fits there, else opens the next one if it fits alone,
+        else is cut entry by entry."""
         bounds = [0]
         count, used = 0, overhead
         for first, end in blocks:
-            inner = sum(self.line[first:end]) + sum(self.follow[first + 1 : end])
-            alone = _fits(end - first, overhead + inner + self.opening[first], max_candidates, max_tokens)
-            joined = _fits(count + end - first, used + inner + self.follow[first], max_candidates, max_tokens)
-            if count and alone and not joined:
-                bounds.append(first)
-                count, used = 0, overhead
-            for i in range(first, end):
-                step = self.line[i] + (self.follow[i] if count else self.opening[i])
-                if count and not _fits(count + 1, used + step, max_candidates, max_tokens):
-                    bounds.append(i)
-                    count, used = 0, overhead
-                    step = self.line[i] + self.opening[i]
-                count += 1
-                used += step
+            inner = self.steps[end] - self.steps[first] - self.follow[first]
+            joined = used + inner + self.follow[first]
+            if count and _fits(count + end - first, joined, max_candidates, max_tokens):
+                count, used = count + end - first, joined
+                continue
+            alone = overhead + inner + self.opening(first)
+            if _fits(end - first, alone, max_candidates, max_tokens):
+                if count:
+                    bounds.append(first)
+                count, used = end - first, alone
+                continue
+            count, used = self._fill(first, end, (count, used, overhead), max_candidates, max_tokens, bounds)
         if bounds[-1] != len(self.line) or len(bounds) == 1:
             bounds.append(len(self.line))
         return bounds if len(self.line) else [0]
+
+    def _fill(
+        self,
+        i: int,
+        end: int,
+        state: tuple[int, int, int],
+        max_candidates: int | None,
+        max_tokens: int | None,
+        bounds: list[int],
+    ) -> tuple[int, int]:
+        """Entries i..end-1 into the current request and as many next ones as they need
+        (`state`: candidates and tokens in the current request, a new request's tokens)."""
+        count, used, overhead = state
+        steps = self.steps
+        while i < end:
+            if count == 0:  # a request's first entry always goes in: never an empty request
+                count, used, i = 1, used + self.line[i] + self.opening(i), i + 1
+                continue
+            last = end if max_candidates is None else min(end, i + max(0, max_candidates - count))
+            if max_tokens is not None:  # the last j with steps[j] - steps[i] <= max_tokens - used
+                last = min(last, bisect_right(steps, max_tokens - used + steps[i], i, last + 1) - 1)
+            if last > i:
+                count, used, i = count + last - i, used + steps[last] - steps[i], last
+            if i < end:  # entry i does not fit: it opens the next request
+                bounds.append(i)
+                count, used = 0, overhead
+        return count, used
+
+
+def _header_tokens(previous: tuple[str, ...], block: tuple[str, ...], cost: Callable[[str], int]) -> int:
+    return sum(cost(line) for line in header_lines(previous, block))
 
 
 def _smaller(cap: int | None, other: int | None) -> int | None:
@@ -311,13 +388,14 @@ def _fits(n: int, tokens: int, max_candidates: int | None, max_tokens: int | Non
 
 
 def _blocks(entries: Sequence[Entry], keep_siblings: bool) -> list[tuple[int, int]]:
-    """Index ranges that should share a request: runs of siblings (or single entries)."""
+    """Index ranges that should share a request: runs of siblings, or (without
+    `keep_siblings`) the whole level, which `cut` then fills entry by entry."""
     if not keep_siblings:
-        return [(i, i + 1) for i in range(len(entries))]
+        return [(0, len(entries))] if entries else []
     blocks: list[tuple[int, int]] = []
     start = 0
-    for i in range(1, len(entries) + 1):
-        if i == len(entries) or entries[i].sibling != entries[start].sibling:
-            blocks.append((start, i))
-            start = i
+    for _, run in itertools.groupby(map(_SIBLING, entries)):
+        end = start + len(list(run))
+        blocks.append((start, end))
+        start = end
     return blocks

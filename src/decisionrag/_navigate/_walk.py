@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .._errors import NavigationError
-from .._judges import BinaryRequest, BinaryResult, Usage
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import JudgeProtocolError, NavigationError
+from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, Usage
 from .._query import Query
 from .._tree import Node, NodeKind
 from ._config import StageSettings
@@ -29,6 +34,8 @@ from ._result import Hit, Result, StageTrace, Trace
 if TYPE_CHECKING:
     from ._navigator import Navigator
 
+ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[None]]
+_KEY = operator.attrgetter("key")
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 LIST_TOKENS = 12  # "Pages:", "End of pages." and the notepad line around a candidate list
 
@@ -44,18 +51,29 @@ class Scored:
 
 @dataclass(slots=True)
 class Ranking:
-    """A judged level: its nodes best first (ties in reading order) and their scores.
-    `Scored` items are made only for the prefix a caller keeps (levels can be 16,000 pages)."""
+    """A judged level: its nodes in reading order and their scores (`values` in that order).
+    Best first means by descending score, ties in reading order; `order` fixes that order
+    when it is not the scores' (after a rescoring pass). Node lists and `Scored` items are
+    made only for the prefix a caller keeps (levels can be 16,000 pages)."""
 
     nodes: list[Node]
     scores: dict[str, float]
+    values: npt.NDArray[np.float64]
+    order: list[int] | None = None
+
+    def positions(self, n: int | None = None) -> list[int]:
+        if self.order is not None:
+            return self.order if n is None else self.order[:n]
+        return best_first(self.values, n)
+
+    def ranked(self, n: int | None = None) -> list[Node]:
+        return list(map(self.nodes.__getitem__, self.positions(n)))
 
     def top(self, n: int | None = None) -> list[Scored]:
-        chosen = self.nodes if n is None else self.nodes[:n]
-        return [Scored(node, self.scores[node.key], self.scores[node.key]) for node in chosen]
+        return [Scored(node, self.scores[node.key], self.scores[node.key]) for node in self.ranked(n)]
 
     def keep_count(self, settings: StageSettings) -> int:
-        return settings.keep_count(len(self.nodes), [self.scores[n.key] for n in self.nodes[:1]])
+        return settings.keep_count(len(self.nodes), [self.scores[n.key] for n in self.ranked(1)])
 
 
 class Walk:
@@ -110,26 +128,29 @@ class Walk:
         reading order. Pages met at a group level pass through unjudged."""
         if not self.preset.route_groups:
             return list(self.nav.all_documents())
-        candidates = self.nav.children(self.tree.root.id)
+        level = [self.tree.root.id]  # the groups whose children form the next level
         documents: list[Node] = []
         depth = 0
         mixed = False
-        while candidates:
-            documents.extend(c for c in candidates if c.kind == NodeKind.DOCUMENT)
-            groups = [c for c in candidates if c.kind == NodeKind.GROUP]
+        while level:
+            families = [self.nav.split_children(node_id) for node_id in level]
+            for family in families:
+                documents.extend(family.documents)
+            groups = [group for family in families for group in family.groups]
             if not groups:
                 break
-            mixed = mixed or len(groups) < len(candidates)
+            mixed = mixed or any(family.documents for family in families)
             kept = await self.judge_groups(groups, depth)
-            candidates = [
-                child for group in groups if group.key in kept for child in self.nav.children(group.id)
-            ]
+            level = [group.id for group in groups if group.key in kept]
             depth += 1
         return sorted(documents, key=self.nav.reading_key) if mixed else documents
 
     async def judge_groups(self, groups: list[Node], depth: int) -> set[str]:
         settings = self.preset.group_settings(depth)
-        ranking, stage = await self.judge_level("group", groups, settings, f"group {depth + 1}")
+        read_ahead = functools.partial(self.nav.read_ahead, groups, depth + 1)
+        ranking, stage = await self.judge_level(
+            "group", groups, settings, f"group {depth + 1}", read_ahead=read_ahead
+        )
         kept = ranking.top(ranking.keep_count(settings))
         kept_keys = {s.node.key for s in kept}
         sticky = self.notepad_group(groups)
@@ -198,7 +219,7 @@ class Walk:
             if limit is None and headings is not None and page.node.n_passages > headings.threshold:
                 long_pages.append(page.node)
             else:
-                passages.extend(self.tree.passages(page.node.id, limit))
+                passages.extend(self.tree.passages_of(page.node, limit))
         if long_pages:
             passages.extend(await self.heading_stage(long_pages))
         return passages
@@ -229,10 +250,10 @@ class Walk:
 
     def passages_under(self, page: Node, sections: list[Node], cap: int) -> list[Node]:
         if not sections:  # a long page without headings: its first passages
-            return self.tree.passages(page.id, cap)
+            return self.tree.passages_of(page, cap)
         chosen: dict[int, Node] = {}
         for section in sorted(sections, key=lambda s: s.id):
-            for passage in self.tree.passages(section.id):
+            for passage in self.tree.passages_of(section):
                 chosen.setdefault(passage.id, passage)
         return [chosen[i] for i in sorted(chosen)][:cap]
 
@@ -243,7 +264,7 @@ class Walk:
         settings = self.preset.notepad
         if settings and settings.passage_pages and self.notepad:
             for page in self.notepad_pages()[: settings.passage_pages]:
-                extra.extend(self.tree.passages(page.id, NOTEPAD_PASSAGE_CAP))
+                extra.extend(self.tree.passages_of(page, NOTEPAD_PASSAGE_CAP))
         extra.extend(self.retrieved_passages())
         unique = {p.id: p for p in [*passages, *extra]}
         return sorted(unique.values(), key=self.nav.reading_key)
@@ -303,7 +324,7 @@ class Walk:
         start = self.sending(stage)
         async with self._slots:
             result = await self.judge.choice(request)
-        self.account(stage, result.usage, request.context, start)
+        self.account(stage, result.usage, request, start)
         self._idle_since = time.perf_counter()
         probabilities = {e.key: p for e, p in zip(entries, result.probabilities, strict=False)}
         if settings.mode == "order":
@@ -324,44 +345,51 @@ class Walk:
         settings: StageSettings,
         name: str,
         notepad: Sequence[str] = (),
+        read_ahead: ReadAhead | None = None,
     ) -> tuple[Ranking, StageTrace]:
         """Judge `nodes` (reading order) and rank them best first, ties in reading order."""
-        stage = StageTrace(name, len(self.trace.stages) + 1, len(nodes), [n.key for n in nodes])
+        keys = list(map(_KEY, nodes))
+        stage = StageTrace(name, len(self.trace.stages) + 1, len(nodes), keys)
         if not nodes:
             self.trace.stages.append(stage)
-            return Ranking([], {}), stage
-        entries = [self.entry(kind, node, settings.render) for node in nodes]
-        scores = await self.judge_entries(stage, kind, entries, settings, notepad)
+            return Ranking([], {}, np.zeros(0)), stage
+        entries = self.nav.entries(kind, nodes, settings.render)
+        values = await self.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
+        scores = dict(zip(keys, values, strict=True))
+        ranking = Ranking(nodes, scores, np.asarray(values, dtype=np.float64))
         if settings.rescore_top and stage.requests > 1:
-            stage = await self.rescore(stage, kind, nodes, scores, settings, notepad)
-        ranked = sorted(nodes, key=lambda n: -scores[n.key])  # stable: ties keep reading order
-        if stage.name.endswith("rescore"):
+            top = ranking.positions(settings.rescore_top)
+            best, reading = [nodes[i] for i in top], [nodes[i] for i in sorted(top)]
+            stage = await self.rescore(stage, kind, best, reading, scores, notepad)
+            ranking.values = np.fromiter(map(scores.__getitem__, keys), np.float64, len(keys))
             rescored = set(stage.candidates)
-            ranked = [n for n in ranked if n.key in rescored] + [n for n in ranked if n.key not in rescored]
-        return Ranking(ranked, scores), stage
+            order = ranking.positions()
+            ranking.order = [i for i in order if keys[i] in rescored] + [
+                i for i in order if keys[i] not in rescored
+            ]
+        return ranking, stage
 
     async def rescore(
         self,
         first: StageTrace,
         kind: Kind,
-        nodes: list[Node],
+        best: list[Node],
+        top: list[Node],
         scores: dict[str, float],
-        settings: StageSettings,
         notepad: Sequence[str],
     ) -> StageTrace:
-        """Rescore the pooled top N of a split level together, with their full descriptions."""
-        position = {node.key: i for i, node in enumerate(nodes)}
-        top = sorted(nodes, key=lambda n: -scores[n.key])[: settings.rescore_top]
-        first.kept = [(n.key, scores[n.key]) for n in top]
-        first.titles = {n.key: self.display(n) for n in top}
+        """Rescore the pooled top N of a split level (`best`: best first; `top`: the same in
+        reading order) together, with their full descriptions."""
+        first.kept = [(n.key, scores[n.key]) for n in best]
+        first.titles = {n.key: self.display(n) for n in best}
         self.trace.stages.append(first)
-        top.sort(key=lambda n: position[n.key])
         stage = StageTrace(
             f"{first.name} rescore", len(self.trace.stages) + 1, len(top), [n.key for n in top]
         )
         entries = [self.entry(kind, node, "description") for node in top]
         one_request = StageSettings(top_k=None, max_candidates_per_request=None, keep_siblings=False)
-        scores.update(await self.judge_entries(stage, kind, entries, one_request, notepad))
+        values = await self.judge_entries(stage, kind, entries, one_request, notepad)
+        scores.update(zip(map(_KEY, top), values, strict=True))
         return stage
 
     async def judge_entries(
@@ -371,8 +399,10 @@ class Walk:
         entries: list[Entry],
         settings: StageSettings,
         notepad: Sequence[str],
-    ) -> dict[str, float]:
-        """Split `entries` into requests within the caps, send them all at once, pool answers."""
+        read_ahead: ReadAhead | None = None,
+    ) -> list[float]:
+        """Split `entries` into requests within the caps, send them all at once (`read_ahead`
+        uses the wait for them); their P(yes), in the order of `entries`."""
         chunks = pack(
             entries,
             self.nav.count_tokens,
@@ -383,15 +413,26 @@ class Walk:
         )
         requests = [binary_request(self.query_text, chunk, kind, self.task, notepad) for chunk in chunks]
         start = self.sending(stage)
-        results = await asyncio.gather(*(self.send(request) for request in requests))
-        scores: dict[str, float] = {}
-        for request, result in zip(requests, results, strict=False):
-            keys = [c.id for c in request.candidates]
-            scores.update(zip(keys, result.probabilities, strict=True))
-            self.account(stage, result.usage, request.context + "".join(request.questions), None)
+        pending = asyncio.gather(*(self.send(request) for request in requests))
+        if read_ahead is not None:
+            try:
+                await read_ahead(pending)
+            except BaseException:
+                pending.cancel()
+                raise
+        results = await pending
+        values: list[float] = []  # the requests are consecutive runs of `entries`
+        for request, result in zip(requests, results, strict=True):
+            if len(result.probabilities) != len(request.questions):
+                raise JudgeProtocolError(
+                    f"{self.judge.name}: {len(result.probabilities)} answers for "
+                    f"{len(request.questions)} questions"
+                )
+            values.extend(result.probabilities)
+            self.account(stage, result.usage, request, None)
         self._idle_since = time.perf_counter()
         stage.seconds += self._idle_since - start
-        return scores
+        return values
 
     def sending(self, stage: StageTrace) -> float:
         """Book the local work since the last answer (tree reads, rendering, splitting) on
@@ -404,9 +445,11 @@ class Walk:
         async with self._slots:
             return await self.judge.binary(request)
 
-    def account(self, stage: StageTrace, usage: Usage, text: str, start: float | None) -> None:
-        if not usage.requests:
-            usage = Usage(requests=1, input_tokens=self.judge.count_tokens(text)) + usage
+    def account(
+        self, stage: StageTrace, usage: Usage, request: BinaryRequest | ChoiceRequest, start: float | None
+    ) -> None:
+        if not usage.requests:  # the judge did not say: count the request's text ourselves
+            usage = Usage(requests=1, input_tokens=self.judge.count_tokens(_text_of(request))) + usage
         stage.requests += usage.requests
         stage.input_tokens += usage.input_tokens
         self.usage = self.usage + usage
@@ -448,6 +491,28 @@ class Walk:
             path=path,
             doc_key=page.key,
         )
+
+
+def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[int]:
+    """Positions of the `n` (default all) best `values`: by descending value, ties in their
+    given (reading) order. In numpy: Python's sort of 16,000 pages compares float objects
+    scattered over the heap, and a page level keeps only its top 30 (partitioned first)."""
+    negated = -values
+    if n is not None and n < len(negated):
+        if n <= 0:
+            return []
+        cut = np.partition(negated, n - 1)[n - 1]
+        chosen = np.flatnonzero(negated <= cut)  # the n best and all tied with the n-th
+        best: list[int] = chosen[np.argsort(negated[chosen], kind="stable")][:n].tolist()
+        return best
+    order: list[int] = np.argsort(negated, kind="stable").tolist()
+    return order
+
+
+def _text_of(request: BinaryRequest | ChoiceRequest) -> str:
+    if isinstance(request, BinaryRequest):
+        return request.context + "".join(request.questions)
+    return request.context
 
 
 def _smallest(*limits: int | None) -> int | None:

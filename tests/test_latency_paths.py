@@ -1,0 +1,203 @@
+"""The fast paths behind navigation latency: the simulated judge, the store's row path,
+the Navigator's warm caches, and request splitting that jumps over whole runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from _navigate_helpers import pets_tree, preset
+from decisionrag._errors import JudgeConfigError
+from decisionrag._judges import BinaryRequest, Candidate, ChoiceRequest, Limits, load_judge
+from decisionrag._judges._base import estimate_tokens
+from decisionrag._judges._testing import HOSTED_LIMITS, SimulatedJudge, hashed_score
+from decisionrag._navigate import Navigator
+from decisionrag._navigate._render import Entry, pack
+from decisionrag._tree import Node, NodeKind
+
+
+def request(n: int, query: str = "q") -> BinaryRequest:
+    candidates = tuple(Candidate(f"c{i}", f"text {i}") for i in range(n))
+    return BinaryRequest("context", tuple(f"Q{i}?" for i in range(n)), query, candidates)
+
+
+# -- the simulated judge ----------------------------------------------------------------------
+
+
+def test_simulated_defaults_model_a_hosted_judge() -> None:
+    judge = load_judge("simulated:latency=0.05")
+    assert isinstance(judge, SimulatedJudge)
+    assert judge.limits == HOSTED_LIMITS
+    assert (judge.limits.max_questions, judge.limits.max_tokens) == (None, 64_000)
+    result = judge.binary_sync(request(3, "where"))
+    expected = [hashed_score("where", Candidate(f"c{i}", "")) for i in range(3)]
+    assert result.probabilities == expected and len(set(expected)) == 3
+
+
+def test_hashed_score_depends_on_query_and_id_only() -> None:
+    a = hashed_score("q", Candidate("x", "one text"))
+    assert a == hashed_score("q", Candidate("x", "another text"))
+    assert 0.0 <= a < 1.0
+    assert len({hashed_score(f"q{i}", Candidate("x", "")) for i in range(50)}) > 40
+
+
+def test_limits_from_the_id() -> None:
+    judge = load_judge("simulated:latency=0.1,max_questions=64,max_tokens=32000,concurrency=4")
+    assert judge.limits.max_questions == 64 and judge.limits.max_tokens == 32_000
+    only_questions = load_judge("simulated:max_questions=10")
+    assert only_questions.limits.max_questions == 10 and only_questions.limits.max_tokens == 64_000
+
+
+@pytest.mark.parametrize(
+    "judge_id",
+    ["simulated:max_questions=0", "simulated:max_tokens=many", "simulated:latency=-1",
+     "simulated:latency=nan", "simulated:concurrency=0"],
+)
+def test_bad_numbers_are_config_errors(judge_id: str) -> None:
+    with pytest.raises(JudgeConfigError, match="simulated judge"):
+        load_judge(judge_id)
+
+
+def test_latency_includes_the_judges_own_compute() -> None:
+    def slow(query: str, candidate: Candidate) -> float:
+        time.sleep(0.003)  # 30 candidates: 0.09 s of "compute" inside a 0.15 s latency
+        return 0.5
+
+    judge = SimulatedJudge(0.15, scores=slow)
+    started = time.perf_counter()
+    result = judge.binary_sync(request(30))
+    elapsed = time.perf_counter() - started
+    assert 0.15 <= elapsed < 0.21 and 0.15 <= result.usage.seconds < 0.21  # not 0.24
+
+
+def test_requests_sent_together_take_one_latency_and_slower_compute_shows() -> None:
+    judge = SimulatedJudge(0.1)
+
+    async def many() -> float:
+        started = time.perf_counter()
+        await asyncio.gather(*(judge.binary(request(200)) for _ in range(30)))
+        return time.perf_counter() - started
+
+    assert asyncio.run(many()) < 0.25  # 30 requests in flight at once: one latency, not 30
+    overloaded = SimulatedJudge(0.01, scores=lambda q, c: time.sleep(0.001) or 0.5)
+    started = time.perf_counter()
+    overloaded.binary_sync(request(30))  # 0.03 s of compute > 0.01 s latency
+    assert time.perf_counter() - started >= 0.03
+
+
+def test_bounded_concurrency_serves_in_waves() -> None:
+    judge = SimulatedJudge(0.05, concurrency=2)
+
+    async def four() -> float:
+        started = time.perf_counter()
+        await asyncio.gather(*(judge.binary(request(1)) for _ in range(4)))
+        return time.perf_counter() - started
+
+    assert asyncio.run(four()) >= 0.1
+
+
+def test_choice_answers_sum_to_one() -> None:
+    judge = SimulatedJudge(0.0)
+    candidates = (Candidate("a", ""), Candidate("b", ""))
+    result = judge.choice_sync(ChoiceRequest("ctx", "which?", ("A", "B"), "q", candidates))
+    assert sum(result.probabilities) == pytest.approx(1.0)
+
+
+# -- the store's row path ---------------------------------------------------------------------
+
+
+def test_nodes_read_from_the_store_are_ordinary_read_only_nodes(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        for node in tree.subtree(tree.node("d2").id):
+            rebuilt = Node(**{f.name: getattr(node, f.name) for f in dataclasses.fields(Node)})
+            assert node == rebuilt and repr(node) == repr(rebuilt)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                node.title = "changed"  # type: ignore[misc]
+        wet = tree.node("d2-p1")
+        assert wet.kind is NodeKind.PASSAGE and wet.heading == ("Kibble", "Wet")
+        assert wet.description == wet.text and wet.meta == {}
+
+
+# -- the Navigator's caches -------------------------------------------------------------------
+
+
+def test_warm_caches_every_group_and_page_and_changes_no_answer(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        scores = {"g:Dogs": 0.9, "d2": 0.8, "d2-p1": 0.7}
+        cold = Navigator(tree, SimulatedJudge(0.0, scores=scores), preset())
+        warm = Navigator(tree, SimulatedJudge(0.0, scores=scores), preset())
+        assert warm.warm() == 3 + 5  # the root's three groups, their five pages
+        assert warm.retrieve("dog food").ids == cold.retrieve("dog food").ids
+        assert warm.entries("document", [tree.node("d2")], "description")[0].tokens is not None
+
+
+def test_entries_are_built_once_per_node(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        navigator = Navigator(tree, SimulatedJudge(0.0), preset())
+        pages = navigator.children(tree.node("g:Cats").id)
+        first = navigator.entries("document", pages, "title")
+        again = navigator.entries("document", pages, "title")
+        assert all(a is b for a, b in zip(first, again, strict=True))
+        assert first[0].block is first[1].block == ("Cats",)  # one header tuple per parent
+        assert [e.text for e in first] == ["Cat food", "Cat health"]
+
+
+# -- splitting --------------------------------------------------------------------------------
+
+
+def test_pack_uses_an_entrys_own_token_count_when_set() -> None:
+    entries = [Entry(f"e{i}", "word " * 10) for i in range(6)]
+    for entry in entries:
+        entry.tokens = 100  # far more than the text's estimate of 13
+    chunks = pack(entries, estimate_tokens, overhead=0, max_candidates=None, max_tokens=300,
+                  keep_siblings=False)
+    assert [len(c) for c in chunks] == [2, 2, 2]  # 124 tokens a line: two per request
+
+
+def test_pack_fills_long_runs_within_both_caps() -> None:
+    entries = [Entry(f"e{i}", "w " * (i % 7 + 1), ("page",), 1) for i in range(500)]
+    for max_candidates, max_tokens in [(None, 1000), (37, None), (37, 1000), (5, 100)]:
+        chunks = pack(entries, estimate_tokens, overhead=20, max_candidates=max_candidates,
+                      max_tokens=max_tokens, keep_siblings=True)
+        assert [e.key for c in chunks for e in c] == [e.key for e in entries]
+        for chunk in chunks:
+            tokens = 20 + estimate_tokens("# page") + sum(estimate_tokens(e.text) + 24 for e in chunk)
+            assert max_candidates is None or len(chunk) <= max_candidates
+            assert max_tokens is None or tokens <= max_tokens or len(chunk) == 1
+
+
+def test_limits_still_split_a_level(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        judge = SimulatedJudge(0.0, limits=Limits(max_questions=2))
+        result = Navigator(tree, judge, preset(route_groups=False)).retrieve("q")
+        assert result.trace.stage("page").requests == 3  # five pages, at most two a request
+
+
+
+def test_passages_of_a_node_held_equal_passages_by_id(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        for key in ("c1", "d2", "f1"):
+            page = tree.node(key)
+            assert tree.passages_of(page) == tree.passages(page.id)
+            assert tree.passages_of(page, 1) == tree.passages(page.id, 1)
+
+
+def test_best_first_partial_equals_the_stable_full_sort() -> None:
+    import random
+
+    import numpy as np
+
+    from decisionrag._navigate._walk import best_first
+
+    rng = random.Random(7)
+    for _ in range(200):
+        values = [rng.choice([0.1, 0.5, 0.5, 0.9, rng.random()]) for _ in range(rng.randint(0, 60))]
+        expected = sorted(range(len(values)), key=lambda i: -values[i])
+        array = np.asarray(values, dtype=np.float64)
+        assert best_first(array) == expected
+        for n in (0, 1, 3, 10, 100):
+            assert best_first(array, n) == expected[:n]
