@@ -1,0 +1,117 @@
+"""What a document looks like to the clusterer, and its embedding (cached on disk).
+
+A document is represented by its title and the first sentence of its first passage, as in
+the paper (App. A.4). Embeddings are cached under the cache folder, one ``.npy`` file per
+(model, texts) digest, so that rebuilding the same corpus never embeds it twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .._embed import DEFAULT_MODEL, load_encoder
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_MAX_SENTENCE_CHARS = 300
+# A title and a first sentence rarely exceed 64 word pieces; capping the sequence keeps
+# embedding a large corpus within minutes on a CPU (attention cost grows with length).
+MAX_TOKENS = 64
+
+EncodeFn = Callable[[Sequence[str]], np.ndarray]
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of `text` (at most 300 characters, cut at a word)."""
+    text = " ".join(text.split())
+    sentence = _SENTENCE_END.split(text, maxsplit=1)[0]
+    if len(sentence) > _MAX_SENTENCE_CHARS:
+        sentence = sentence[:_MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
+    return sentence
+
+
+def document_text(title: str, description: str, first_passage: str) -> str:
+    """The text embedded for a document: its title (or description) and first sentence."""
+    head = (title or description).strip()
+    sentence = first_sentence(first_passage)
+    if not head:
+        return sentence
+    if not sentence or sentence.startswith(head):
+        return sentence or head
+    return f"{head}. {sentence}" if not head.endswith((".", "!", "?")) else f"{head} {sentence}"
+
+
+def cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where slow results are cached: `explicit`, $DECISIONRAG_CACHE_DIR or ~/.cache/decisionrag."""
+    if explicit is not None:
+        return Path(explicit)
+    env = os.environ.get("DECISIONRAG_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "decisionrag"
+
+
+def texts_digest(model: str, texts: Sequence[str]) -> str:
+    digest = hashlib.sha256(model.encode())
+    for text in texts:
+        digest.update(b"\x00" + text.encode())
+    return digest.hexdigest()[:32]
+
+
+def embed_texts(
+    texts: Sequence[str], model: str | None = None, *, encode: EncodeFn | None = None,
+    cache: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
+    max_tokens: int = MAX_TOKENS,
+) -> np.ndarray:
+    """L2-normalised float32 embeddings of `texts`, from the cache when the same model has
+    embedded the same texts before. `encode` replaces the sentence-transformers encoder
+    (tests, custom models); its results are cached under the name given by `model`. Texts
+    longer than `max_tokens` word pieces are truncated by the encoder."""
+    name = model or DEFAULT_MODEL
+    digest = texts_digest(f"{name}|{max_tokens}" if encode is None else name, texts)
+    path = cache_dir(cache) / "embeddings" / f"{digest}.npy"
+    if use_cache and path.is_file():
+        vectors = np.load(path)
+        if vectors.shape[0] == len(texts):
+            return np.asarray(vectors, dtype=np.float32)
+    vectors = _encode(texts, model, encode, progress, max_tokens)
+    if use_cache and len(texts):
+        _save_atomically(path, vectors)
+    return vectors
+
+
+def _encode(
+    texts: Sequence[str], model: str | None, encode: EncodeFn | None, progress: bool,
+    max_tokens: int,
+) -> np.ndarray:
+    if encode is not None:
+        vectors = np.asarray(encode(texts), dtype=np.float32)
+    else:
+        encoder = load_encoder(model)
+        shared_limit = encoder.model.max_seq_length  # the encoder is shared: restore its limit
+        encoder.model.max_seq_length = min(shared_limit or max_tokens, max_tokens)
+        try:
+            vectors = encoder.encode(texts, batch_size=64, progress=progress)
+        finally:
+            encoder.model.max_seq_length = shared_limit
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _save_atomically(path: Path, vectors: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, vectors)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
