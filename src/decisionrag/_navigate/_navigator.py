@@ -209,9 +209,9 @@ class Navigator:
         if kind in ("passage", "heading"):
             page = self.node(node.doc) if node.doc is not None else node
             if kind == "passage":
-                return Entry(node.key, node.text, (self.page_title(page), *node.heading), page.id)
+                return Entry(node.key, node.text, (self.page_title(page), *node.heading), page.id, True)
             heading = " > ".join(node.heading) or node.title
-            return Entry(node.key, heading, (self.page_title(page),), page.id)
+            return Entry(node.key, heading, (self.page_title(page),), page.id, True)
         text = node.title if render == "title" and node.title else ""
         text = text or node.description or node.title or node.key
         return Entry(node.key, text, self._group_header(node.parent), node.parent)

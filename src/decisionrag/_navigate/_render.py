@@ -98,12 +98,17 @@ class Entry:
     text: str
     block: tuple[str, ...] = ()
     sibling: int | None = None
+    in_context: bool = False
     candidate: Candidate = field(init=False)
     line: str = field(init=False)
     tokens: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.candidate = Candidate(id=self.key, text=self.text)
+        # Judges that read candidates one by one (the embedded judge, test doubles) get what a
+        # language model sees around the line: with `in_context`, the page title and heading
+        # path above a passage or heading.
+        judged = f"{' > '.join(self.block)}: {self.text}" if self.in_context and self.block else self.text
+        self.candidate = Candidate(id=self.key, text=judged)
         self.line = clean(self.text)
 
 
