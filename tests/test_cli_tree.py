@@ -163,3 +163,24 @@ def test_build_with_cluster_puts_documents_under_groups(tmp_path: Path,
     stats = json.loads(capsys.readouterr().out)
     assert stats["counts"]["document"] == 12 and stats["counts"]["group"] >= 3
     assert "document" not in stats["by_depth"]["1"]  # every document sits under a group
+
+
+def test_sigterm_mid_build_leaves_no_files(tmp_path: Path) -> None:
+    """A build killed with SIGTERM removes its temporary file (the CLI turns it into SystemExit)."""
+    import signal
+    import time
+
+    corpus = tmp_path / "big.jsonl"
+    with corpus.open("w", encoding="utf-8") as handle:
+        for i in range(300_000):
+            handle.write(f'{{"id": "p{i}", "doc_id": "d{i // 10}", "doc_title": "T", "text": "word {i}"}}\n')
+    out = tmp_path / "out" / "t.tree"
+    out.parent.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "decisionrag", "build", str(corpus), "-o", str(out),
+                                "--quiet"], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(out.parent.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    assert list(out.parent.iterdir()) == []

@@ -23,16 +23,15 @@ file name. Unreadable, undecodable and empty documents are skipped and listed in
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import DecisionRAGError, InputError
+from .._errors import InputError
 from .._tree import DocumentSpec, TreeWriter
 from ._common import ParsedDocument, title_from_filename
 from ._html import parse_html
@@ -61,6 +60,7 @@ class BuildReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
     ignored: int = 0
     seconds: float = 0.0
+    cluster: Any = None  # the ClusterReport when the build clustered its documents
 
     def summary(self) -> str:
         counts = self.counts
@@ -214,25 +214,23 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Progress]:
         bar.update(pending)
 
 
-def _cluster(writer: TreeWriter, n_groups: int | str, model: str | None, progress: bool) -> None:
-    try:
-        module: Any = importlib.import_module("decisionrag._cluster")
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("decisionrag._cluster"):
-            raise
-        module = None
-    cluster_documents = getattr(module, "cluster_documents", None)
-    if cluster_documents is None:
-        raise DecisionRAGError("clustering is unavailable in this installation of decisionrag "
-                               "(decisionrag._cluster.cluster_documents is missing)")
-    cluster_documents(writer, n_groups, model=model, progress=progress)
+def _cluster(writer: TreeWriter, n_groups: int | str, model: str | None, progress: bool,
+             options: Mapping[str, Any]) -> Any:
+    from .._cluster import cluster_documents  # lazily: scikit-learn and the encoder are heavy
+
+    return cluster_documents(writer, n_groups, model=model, progress=progress, **options)
 
 
 def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
-    cluster: int | str | None = None, cluster_model: str | None = None, progress: bool = False,
+    cluster: int | str | None = None, cluster_model: str | None = None,
+    cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
 ) -> BuildReport:
-    """Build a tree file at `out` from files and folders; see the module docstring."""
+    """Build a tree file at `out` from files and folders; see the module docstring.
+
+    `cluster` (a number of groups or ``"auto"``) adds topic groups above the documents;
+    `cluster_options` go to `decisionrag._cluster.cluster_documents` (branching, seed,
+    describer, cache, ...). The clustering report is kept in `BuildReport.cluster`."""
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     if not sources:
@@ -243,7 +241,8 @@ def build_tree(
     plan, ignored = _plan(sources, format)
     report = BuildReport(path=Path(out), ignored=ignored)
     try:
-        report.counts = _write(sources, plan, out, report, cluster, cluster_model, progress)
+        report.counts = _write(sources, plan, out, report, cluster, cluster_model,
+                               dict(cluster_options or {}), progress)
     except OSError as exc:  # the output side: folder not writable, disk full
         raise InputError(f"{out}: cannot write the tree ({exc.strerror or exc})") from exc
     report.seconds = time.perf_counter() - started
@@ -252,7 +251,7 @@ def build_tree(
 
 def _write(sources: Sequence[str | Path], plan: list[_Source], out: str | Path,
            report: BuildReport, cluster: int | str | None, cluster_model: str | None,
-           progress: bool) -> dict[str, int]:
+           cluster_options: dict[str, Any], progress: bool) -> dict[str, int]:
     total = sum(_size(source.path) for source in plan)
     with TreeWriter(out) as writer, _progress_bar(total, progress) as advance:
         for source in plan:
@@ -261,7 +260,7 @@ def _write(sources: Sequence[str | Path], plan: list[_Source], out: str | Path,
         if writer.counts["document"] == 0:
             raise InputError(_nothing_found(sources, report))
         if cluster is not None:
-            _cluster(writer, cluster, cluster_model, progress)
+            report.cluster = _cluster(writer, cluster, cluster_model, progress, cluster_options)
     return dict(writer.counts)
 
 

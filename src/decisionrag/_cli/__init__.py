@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -33,8 +34,18 @@ def _version() -> str:
     return __version__
 
 
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so that writers still remove their temporary files."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    _exit_on_sigterm()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

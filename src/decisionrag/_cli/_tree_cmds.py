@@ -11,6 +11,7 @@ from typing import Any
 
 from .._errors import InputError
 from .._tree import Node, NodeKind, Tree
+from ._cluster_cmds import add_describe_arguments, describer_from_args
 
 _KIND_LABELS = {NodeKind.ROOT: "root", NodeKind.GROUP: "group", NodeKind.DOCUMENT: "doc",
                 NodeKind.SECTION: "section", NodeKind.PASSAGE: "passage"}
@@ -64,8 +65,15 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--cluster-model", metavar="NAME",
                         help="sentence-embedding model for --cluster (default: the bundled "
                         "all-MiniLM-L6-v2)")
+    parser.add_argument("--cluster-branching", type=int, default=1000, metavar="B",
+                        help="at most B groups per level; more get another level of groups above "
+                        "(default 1000)")
+    parser.add_argument("--cluster-seed", type=int, default=0, metavar="N",
+                        help="random seed of the clustering (default 0: the same input gives the "
+                        "same groups)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar and no summary line (warnings are still printed)")
+    add_describe_arguments(parser)
     parser.set_defaults(func=_run_build)
 
 
@@ -74,13 +82,20 @@ def _run_build(args: argparse.Namespace) -> int:
 
     if args.cluster_model and args.cluster is None:
         raise InputError("--cluster-model needs --cluster")
+    options: dict[str, Any] = {}
+    if args.cluster is not None:
+        options = {"branching": args.cluster_branching, "seed": args.cluster_seed,
+                   "describer": describer_from_args(args), "cache": args.cache_dir}
     report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
-                        cluster_model=args.cluster_model, progress=not args.quiet)
+                        cluster_model=args.cluster_model, cluster_options=options,
+                        progress=not args.quiet)
     warning = report.warning()
     if warning:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print(report.summary())
+        if report.cluster is not None:
+            print(report.cluster.summary())
     return 0
 
 
