@@ -19,7 +19,7 @@ Stemmer = pytest.importorskip("Stemmer")
 
 from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
 
-from decisionrag._eval._baselines import BM25Retriever, passage_text  # noqa: E402
+from decisionrag._retrievers import BM25Retriever, passage_text  # noqa: E402
 
 CORPUS = {
     "a": "The cat sat on the mat. The cat was happy.",

@@ -16,6 +16,8 @@ EXPECTED = {
     "NotepadSettings", "PassageSpec", "Preset", "Query", "Result", "Retriever", "ScriptedJudge",
     "SimulatedJudge", "StageSettings", "StageTrace", "Trace", "Tree", "TreeFormatError", "TreeWriter",
     "Turn", "Usage", "__version__", "build_tree", "get_preset", "load_judge",
+    "BM25Retriever", "DenseRetriever", "ClusterReport", "EvalSettings", "add_documents",
+    "cluster_documents", "evaluate", "load_dataset", "paired_bootstrap", "rebalance",
 }
 
 

@@ -8,6 +8,7 @@
 """
 
 from ._build import BuildReport, build_tree
+from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._errors import (
     DecisionRAGError,
     InputError,
@@ -20,6 +21,7 @@ from ._errors import (
     NavigationError,
     TreeFormatError,
 )
+from ._eval import EvalSettings, evaluate, load_dataset, paired_bootstrap
 from ._judges import (
     BinaryRequest,
     BinaryResult,
@@ -53,12 +55,14 @@ from ._navigate import (
     get_preset,
 )
 from ._query import Query, Turn
+from ._retrievers import BM25Retriever, DenseRetriever
 from ._tree import DocumentSpec, Node, NodeKind, PassageSpec, Tree, TreeWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PRESET_NAMES",
+    "BM25Retriever",
     "BinaryRequest",
     "BinaryResult",
     "BuildReport",
@@ -67,10 +71,13 @@ __all__ = [
     "ChoiceRequest",
     "ChoiceResult",
     "ChoiceSettings",
+    "ClusterReport",
     "Conversation",
     "DecisionRAGError",
+    "DenseRetriever",
     "DocumentSpec",
     "EmbeddedJudge",
+    "EvalSettings",
     "HeadingSettings",
     "Hit",
     "InputError",
@@ -104,7 +111,13 @@ __all__ = [
     "Turn",
     "Usage",
     "__version__",
+    "add_documents",
     "build_tree",
+    "cluster_documents",
+    "evaluate",
     "get_preset",
+    "load_dataset",
     "load_judge",
+    "paired_bootstrap",
+    "rebalance",
 ]

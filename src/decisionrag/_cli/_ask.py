@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--keep-pages", type=int, metavar="K", help="pages kept at the page stage")
     parser.add_argument("--mc-top", type=int, metavar="M", help="multiple-choice shortlist size")
     parser.add_argument("--mc-mode", choices=("order", "top1", "off"), help="multiple-choice mode")
+    parser.add_argument("--hybrid", choices=("bm25", "dense"),
+                        help="add this retriever's top passages to the passage stage (hybrid "
+                        "candidates; the dense index is built once per tree and cached on disk)")
+    parser.add_argument("--hybrid-k", type=int, metavar="N",
+                        help="how many retriever passages to add (default: the preset's, 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
     parser.set_defaults(func=run)
@@ -42,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     query = Query(text=args.question, context=args.context, history=history)
     result = ask_once(
         args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
-        overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode},
+        overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
+                   "hybrid_k": args.hybrid_k},
+        hybrid=args.hybrid,
     )
     if args.json:
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)

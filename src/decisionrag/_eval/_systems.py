@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from .._errors import InputError
 from .._judges import Judge, Usage
+from .._retrievers import BM25Retriever, DenseRetriever, Retriever
 from .._tree import Tree
-from ._baselines import BM25Retriever, DenseRetriever, Retriever
 from ._data import EvalQuery
 
 SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense")

@@ -1,4 +1,5 @@
-"""Flat retrieval baselines: BM25 and dense (exact inner-product search).
+"""Flat retrievers, BM25 and dense (exact inner-product search): evaluation baselines and the
+sources of hybrid candidates for navigation.
 
 Both implement ``retrieve(query_text, k) -> [(passage key, score), ...]``, the protocol that
 navigation uses for hybrid candidates. Passages are indexed with their document title and
@@ -16,8 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .._errors import missing_extra
-from .._tree import Tree
+from ._errors import missing_extra
+from ._tree import Tree
 
 DEFAULT_EMBED_CACHE = Path("~/.cache/decisionrag/embeddings")
 
@@ -128,7 +129,7 @@ class DenseRetriever:
         cache_dir: str | os.PathLike[str] | None = None,
         progress: bool = False,
     ) -> None:
-        from .._embed import load_encoder
+        from ._embed import load_encoder
 
         self.keys = list(keys)
         self.encoder = load_encoder(model)
