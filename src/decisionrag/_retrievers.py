@@ -18,9 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ._errors import missing_extra
+from ._paths import cache_root
 from ._tree import Tree
-
-DEFAULT_EMBED_CACHE = Path("~/.cache/decisionrag/embeddings")
 
 
 class Retriever(Protocol):
@@ -170,6 +169,6 @@ def embedding_cache_path(
     digest = hashlib.sha256(model.encode())
     for text in texts:
         digest.update(b"\x1e" + text.encode())
-    root = Path(cache_dir).expanduser() if cache_dir else DEFAULT_EMBED_CACHE.expanduser()
+    root = Path(cache_dir).expanduser() if cache_dir else cache_root() / "embeddings"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")
     return root / f"{slug}-{digest.hexdigest()[:16]}.npy"

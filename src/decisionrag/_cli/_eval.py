@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--price", type=float, default=None, help="USD per million input tokens (default Jev 0.042)"
     )
     parser.add_argument(
-        "--cache-dir", default=None, help="tree cache folder (default ~/.cache/decisionrag/trees)"
+        "--cache-dir", default=None,
+        help="tree cache folder (default: $DECISIONRAG_CACHE_DIR/trees, else ~/.cache/decisionrag/trees)"
     )
     parser.add_argument(
         "--embed-model", default=None, help="sentence-transformers model for dense (default MiniLM)"

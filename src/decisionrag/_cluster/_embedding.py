@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._embed import DEFAULT_MODEL, load_encoder
+from .._paths import cache_root
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _MAX_SENTENCE_CHARS = 300
@@ -49,13 +50,7 @@ def document_text(title: str, description: str, first_passage: str) -> str:
 
 def cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """Where slow results are cached: `explicit`, $DECISIONRAG_CACHE_DIR or ~/.cache/decisionrag."""
-    if explicit is not None:
-        return Path(explicit)
-    env = os.environ.get("DECISIONRAG_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "decisionrag"
+    return Path(explicit) if explicit is not None else cache_root()
 
 
 def texts_digest(model: str, texts: Sequence[str]) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._paths import cache_root
 from .._query import Query, Turn
 
 CONVERSATION_SEP = "<::>"
-DEFAULT_CACHE = Path("~/.cache/decisionrag/trees")
 _KNOWN_PREFIXES = {
     "conditionalqa": "cqa",
     "mtrag": "mtrag",
@@ -127,7 +127,7 @@ class Dataset:
         ).hexdigest()
 
     def tree_path(self, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-        root = Path(cache_dir).expanduser() if cache_dir else DEFAULT_CACHE.expanduser()
+        root = Path(cache_dir).expanduser() if cache_dir else cache_root() / "trees"
         return root / f"{_slug(self.name)}-{self.digest()[:16]}.tree"
 
 

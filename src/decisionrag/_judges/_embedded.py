@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import JudgeConfigError, JudgeRequestError
+from .._paths import cache_root
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -109,8 +110,7 @@ def text_digest(model: str, text: str) -> str:
 
 
 def default_cache_dir(model: str) -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "decisionrag" / "embeddings" / model.replace("/", "--")
+    return cache_root() / "embeddings" / model.replace("/", "--")
 
 
 @dataclass(slots=True)

@@ -608,11 +608,7 @@ class Tree:
 
     def passages(self, node_id: int, limit: int | None = None) -> list[Node]:
         """The passages of a document or section in reading order (the first `limit`)."""
-        node = self.node(node_id)
-        sql = "SELECT {} FROM nodes WHERE id BETWEEN ? AND ? AND kind=4 ORDER BY id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._many(sql, (node.id, node.end))
+        return self.passages_of(self.node(node_id), limit)
 
     # -- navigation (latency): the walk already holds the node whose passages it opens --
 
