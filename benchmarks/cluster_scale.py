@@ -10,11 +10,13 @@ phase, the process's peak RSS after each (VmHWM, monotonic), and the group-size
 distribution. The embedding cache is off unless --cache is given, so embedding is timed.
 ``--encoder random`` replaces MiniLM by seeded random unit vectors, to time everything but
 the encoder (k-means, balancing, describing, writing) at full scale in a few minutes.
+``--precision`` chooses the encoder's (default auto: bfloat16 where the CPU has it natively).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -26,6 +28,7 @@ import numpy as np
 
 from decisionrag import Tree, TreeWriter
 from decisionrag._cluster import cluster_documents
+from decisionrag._embed import resolve_precision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 NQ_DOCUMENTS = 108_626
@@ -65,9 +68,12 @@ def main() -> None:
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--encoder", choices=["minilm", "random"], default="minilm")
     parser.add_argument("--threads", type=int, help="torch threads for the encoder")
+    parser.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default="auto",
+                        help="encoder precision (sets $DECISIONRAG_EMBED_PRECISION)")
     parser.add_argument("--max-tokens", type=int, default=64,
                         help="word pieces embedded per document (default 64)")
     args = parser.parse_args()
+    os.environ["DECISIONRAG_EMBED_PRECISION"] = args.precision
     if args.threads:
         import torch
 
@@ -95,8 +101,9 @@ def main() -> None:
     rows.append(("commit (indexes, counts)", time.perf_counter() - t0, peak_rss_mb()))
     clustering = sum(report.seconds.values()) + rows[-1][1]
     cpu = time.process_time() - cpu
-    print(f"encoder: {args.encoder}; {args.docs:,} documents, {args.passages:,} passages "
-          f"-> {args.out} "
+    precision = resolve_precision() if args.encoder == "minilm" else "-"
+    print(f"encoder: {args.encoder} (precision {precision}); {args.docs:,} documents, "
+          f"{args.passages:,} passages -> {args.out} "
           f"({args.out.stat().st_size / 1e9:.2f} GB)\n")
     print("| phase | seconds | peak RSS so far (MB) |\n|---|---:|---:|")
     for label, seconds, rss in rows:

@@ -175,6 +175,15 @@ def test_sync_wrappers_work_twice(clean: Mock, monkeypatch: pytest.MonkeyPatch) 
         assert first == second
 
 
+async def test_sync_wrappers_work_inside_a_running_event_loop(clean: Mock) -> None:
+    # a notebook or an async web handler calling the sync API: no "asyncio.run() cannot be
+    # called from a running event loop"
+    judge = jev_compatible(clean.url)
+    expected = (await judge.binary(BINARY)).probabilities
+    assert judge.binary_sync(BINARY).probabilities == expected
+    assert judge.choice_sync(CHOICE).probabilities == (await judge.choice(CHOICE)).probabilities
+
+
 async def test_split_over_the_question_limit_keeps_the_answers(clean: Mock) -> None:
     questions = tuple(f"Is the information needed on Page {i}?" for i in range(10))
     request = BinaryRequest(BINARY.context, questions)

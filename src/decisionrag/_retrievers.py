@@ -142,7 +142,7 @@ class DenseRetriever:
     def _cached_vectors(
         self, texts: Sequence[str], cache_dir: str | os.PathLike[str] | None, progress: bool
     ) -> np.ndarray:
-        path = embedding_cache_path(self.encoder.name, texts, cache_dir)
+        path = embedding_cache_path(self.encoder.cache_key, texts, cache_dir)
         if path.is_file():
             vectors = np.load(path)
             if vectors.shape == (len(texts), self.encoder.dim):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import InputError, JudgeProtocolError, JudgeRequestError, JudgeUnavailable
+from .._sync import run_sync
 from ._embedding import cache_dir
 
 PAPER_PROMPT = (
@@ -100,7 +101,7 @@ class ChatDescriber:
         self.cache_hits = 0
 
     def describe(self, groups: Sequence[GroupSketch], progress: bool = False) -> list[str]:
-        return asyncio.run(self.describe_async(groups, progress))
+        return run_sync(self.describe_async(groups, progress))
 
     async def describe_async(
         self, groups: Sequence[GroupSketch], progress: bool = False

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._embed import DEFAULT_MODEL, load_encoder
+from .._embed import DEFAULT_MODEL, load_encoder, precision_tag, resolve_precision
 from .._paths import cache_root
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -70,7 +70,9 @@ def embed_texts(
     (tests, custom models); its results are cached under the name given by `model`. Texts
     longer than `max_tokens` word pieces are truncated by the encoder."""
     name = model or DEFAULT_MODEL
-    digest = texts_digest(f"{name}|{max_tokens}" if encode is None else name, texts)
+    if encode is None:  # bfloat16 and float32 vectors are filed apart
+        name = f"{name}{precision_tag(resolve_precision())}|{max_tokens}"
+    digest = texts_digest(name, texts)
     path = cache_dir(cache) / "embeddings" / f"{digest}.npy"
     if use_cache and path.is_file():
         vectors = np.load(path)

@@ -7,7 +7,6 @@ with a clean notepad. Every system sees the queries in the same order, one at a 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._judges import Judge
+from .._sync import run_sync
 from .._tree import Tree
 from ._answers import AnswerClient, answer_quality
 from ._bootstrap import compare
@@ -113,7 +113,7 @@ def evaluate(
             tree, judge, settings.preset, settings.embed_model, settings.embed_cache
         )
         systems = [factory.build(name) for name in settings.systems]
-        runs = asyncio.run(_run_all(systems, dataset, settings.depth, judge, progress))
+        runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress))
         pruning = {
             run.name: pruning_recall(run, dataset, tree)
             for run in runs
@@ -123,7 +123,7 @@ def evaluate(
     if answers is not None:
         for run in runs:
             rankings = {q: r.ranking for q, r in run.retrievals.items()}
-            quality = asyncio.run(answer_quality(dataset, rankings, answers))
+            quality = run_sync(answer_quality(dataset, rankings, answers))
             extra[run.name] = {"exact_match": quality["per_query"]}
     return build_report(dataset, settings, runs, pruning, extra)
 

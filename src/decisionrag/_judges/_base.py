@@ -15,7 +15,6 @@ Judges know nothing about trees: candidate ids are opaque strings.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import JudgeProtocolError
+from .._sync import run_sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +187,10 @@ class Judge(ABC):
         """Release connections; the judge may not be used afterwards."""
 
     def binary_sync(self, request: BinaryRequest) -> BinaryResult:
-        return asyncio.run(self.binary(request))
+        return run_sync(self.binary(request))
 
     def choice_sync(self, request: ChoiceRequest) -> ChoiceResult:
-        return asyncio.run(self.choice(request))
+        return run_sync(self.choice(request))
 
     async def __aenter__(self) -> Judge:
         return self

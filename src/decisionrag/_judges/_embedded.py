@@ -193,7 +193,7 @@ class EmbeddedJudge(Judge):
                  lru_size: int = DEFAULT_LRU_SIZE, calibration: Calibration | None = None,
                  name: str = "embedded") -> None:
         self.encoder = encoder
-        self.model_name = str(getattr(encoder, "name", "encoder"))
+        self.model_name = str(getattr(encoder, "cache_key", None) or getattr(encoder, "name", "encoder"))
         self.name = name
         self.limits = Limits(max_questions=None, max_options=255, max_tokens=None)
         self.calibration = calibration or DEFAULT_CALIBRATION
@@ -285,16 +285,17 @@ class EmbeddedJudge(Judge):
 
 def embedded_judge(model: str = "", *, cache_dir: str | Path | None = None,
                    lru_size: int | str = DEFAULT_LRU_SIZE, device: str = "cpu",
-                   calibration: Calibration | None = None,
+                   precision: str | None = None, calibration: Calibration | None = None,
                    price_per_million_input: float | str | None = None,
                    **options: Any) -> EmbeddedJudge:
     """The ``embedded`` judge; ``model`` (after the colon) may name another
-    sentence-transformers model or folder (the calibration was fitted for the default)."""
+    sentence-transformers model or folder (the calibration was fitted for the default);
+    ``precision`` is the encoder's ("auto", "float32" or "bfloat16")."""
     from .._embed import load_encoder
 
     if options:
         raise JudgeConfigError(f"embedded judge: unknown options {sorted(options)}")
-    encoder = load_encoder(model or None, device=device)
+    encoder = load_encoder(model or None, device=device, precision=precision)
     judge = EmbeddedJudge(encoder, cache_dir=cache_dir, lru_size=int(lru_size),
                           calibration=calibration)
     if price_per_million_input is not None:

@@ -9,9 +9,10 @@ from typing import Any
 from .._errors import InputError
 from .._judges import Judge, load_judge
 from .._query import Query
+from .._sync import run_sync
 from .._tree import Tree
 from ._config import Preset, get_preset
-from ._navigator import Navigator, Retriever, run_sync
+from ._navigator import Navigator, Retriever
 from ._result import Result
 
 

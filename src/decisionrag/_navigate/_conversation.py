@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .._query import Query, Turn
-from ._navigator import Navigator, run_sync
+from .._sync import run_sync
+from ._navigator import Navigator
 from ._result import Result
 
 

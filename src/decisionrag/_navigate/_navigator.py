@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 from collections import OrderedDict
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from .._errors import InputError
 from .._judges import Judge
 from .._query import Query, Turn
+from .._sync import run_sync
 from .._tree import Node, NodeKind, Tree
 from ._config import Preset, get_preset
 from ._render import Entry, Kind
@@ -274,12 +274,3 @@ class Navigator:
             raise InputError(f"{key!r} is a {node.kind.label}, not a passage")
         return node
 
-
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` to completion from synchronous code, even inside a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
