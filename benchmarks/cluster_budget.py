@@ -2,6 +2,7 @@
 
     python benchmarks/cluster_budget.py                       # xquad-en and conditionalqa-dev
     python benchmarks/cluster_budget.py --groups 8 10 --judge embedded
+    python benchmarks/cluster_budget.py --datasets mtrag-cloud-pooled --groups 63 --query-field rewrite
 
 Each dataset's documents are clustered (bundled MiniLM, offline extractive descriptions)
 into a forced number of groups. For every query with a gold document, the judge scores the
@@ -51,8 +52,10 @@ class Query:
     gold: set[str]
 
 
-def load_queries(folder: Path) -> list[Query]:
-    """Queries with at least one gold document (page-level qrels, else passage qrels)."""
+def load_queries(folder: Path, field: str = "text") -> list[Query]:
+    """Queries with at least one gold document (page-level qrels, else passage qrels). The
+    query text is context + text, or with field="rewrite" the standalone rewrite of a
+    conversational turn where the dataset has one."""
     passage_doc = {}
     with open(folder / "corpus.jsonl", encoding="utf-8") as lines:
         for line in lines:
@@ -71,6 +74,8 @@ def load_queries(folder: Path) -> list[Query]:
             record = json.loads(line)
             if record["id"] in gold:
                 text = " ".join(filter(None, [record.get("context"), record["text"]]))
+                if field == "rewrite" and record.get("rewrite"):
+                    text = record["rewrite"]
                 queries.append(Query(record["id"], text, gold[record["id"]]))
     return queries
 
@@ -149,6 +154,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--terms", type=int, default=10, help="terms in each description")
     parser.add_argument("--titles", type=int, default=8, help="titles in each description")
+    parser.add_argument("--query-field", choices=["text", "rewrite"], default="text",
+                        help="query text: context + text, or the rewrite of a conversational turn")
     args = parser.parse_args()
     describer = ExtractiveDescriber(n_terms=args.terms, n_titles=args.titles)
     judge = load_judge(args.judge)
@@ -160,7 +167,7 @@ def main() -> None:
             folder = DATA / name
             out = Path(tmp) / f"{name}.tree"
             built = cluster_tree(folder, out, n_groups, args.seed, describer)
-            queries = load_queries(folder)
+            queries = load_queries(folder, args.query_field)
             with Tree.open(out) as tree:
                 table = asyncio.run(evaluate(tree, queries, judge))
             sizes = f"{built['groups']:.0f} ({built['min']:.0f}/{built['median']:g}/{built['max']:.0f})"
