@@ -61,7 +61,7 @@ class Encoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) <= chunk_size:
-            return self._encode_batch(texts, batch_size)
+            return self._encode_batch(texts, batch_size, show_progress=progress)
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(text) for text in texts], kind="stable")
         with _progress_bar(len(texts), progress) as bar:
@@ -72,11 +72,13 @@ class Encoder:
                 bar.update(len(chunk))
         return vectors
 
-    def _encode_batch(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    def _encode_batch(
+        self, texts: Sequence[str], batch_size: int, show_progress: bool = False
+    ) -> np.ndarray:
         with _autocast(self.precision, str(getattr(self.model, "device", "cpu"))):
             vectors = self.model.encode(
                 list(texts), batch_size=batch_size, normalize_embeddings=True,
-                convert_to_numpy=False, convert_to_tensor=True, show_progress_bar=False,
+                convert_to_numpy=False, convert_to_tensor=True, show_progress_bar=show_progress,
             )
         if hasattr(vectors, "detach"):  # a torch tensor, possibly bfloat16
             vectors = vectors.detach().float().cpu().numpy()
