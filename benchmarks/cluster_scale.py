@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -31,18 +30,10 @@ from decisionrag._cluster import cluster_documents
 from decisionrag._embed import resolve_precision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rss import peak_rss_mb
+
 NQ_DOCUMENTS = 108_626
 NQ_PASSAGES = 2_680_000
-
-
-def peak_rss_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def random_encoder(seed: int) -> object:

@@ -8,7 +8,7 @@ TreeWriter.add_document + commit; the end-to-end time too), build throughput in 
 in CPU time (the number that does not depend on other jobs on the machine), and,
 from a separate process that only opens and queries the finished file: time to open, median
 times of children lookups (the root's; a document's), of a document's passages and of a
-lookup by key, and that process's peak RSS (resource.getrusage).
+lookup by key, and that process's peak RSS (VmHWM; getrusage off Linux).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 from decisionrag import NodeKind, Tree, TreeWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rss import peak_rss_mb
+
 NQ_DOCUMENTS = 108_626
 NQ_PASSAGES = 2_680_000
 
@@ -98,21 +99,8 @@ def query(path: Path, repeats: int, seed: int) -> dict[str, float]:
         "root_children": len(root_children),
         "documents": n_docs,
     }
-    result["peak_rss_mb"] = _peak_rss_mb()
+    result["peak_rss_mb"] = peak_rss_mb()
     return result
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak RSS. On Linux ru_maxrss carries over the RSS the parent had when it
-    forked us (it survives exec), so the kernel's high-water mark of our own memory, VmHWM, is
-    read instead; getrusage elsewhere."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _ms(value: float | None) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from ._errors import InputError, missing_extra
 
@@ -64,7 +65,8 @@ class Encoder:
             return self._encode_batch(texts, batch_size, show_progress=progress)
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(text) for text in texts], kind="stable")
-        with _progress_bar(len(texts), progress) as bar:
+        with tqdm(total=len(texts), desc="embedding", unit="text", leave=False,
+                  disable=not progress) as bar:
             for start in range(0, len(texts), chunk_size):
                 chunk = order[start:start + chunk_size]
                 vectors[chunk] = self._encode_batch([texts[i] for i in chunk], batch_size)
@@ -125,25 +127,6 @@ def _native_bfloat16(device: str) -> bool:
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private, hence getattr
     return any(bool(getattr(torch.cpu, probe, lambda: False)()) for probe in probes)
-
-
-class _NoBar:
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, n: int) -> None:
-        return None
-
-
-def _progress_bar(total: int, progress: bool) -> Any:
-    if not progress:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="embedding", unit="text", leave=False)
 
 
 def release_freed_memory() -> None:
