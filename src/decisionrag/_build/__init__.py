@@ -37,6 +37,7 @@ from ._common import ParsedDocument, title_from_filename
 from ._html import parse_html
 from ._jsonl import iter_jsonl
 from ._markdown import parse_markdown
+from ._metadata import file_metadata
 from ._text import parse_text
 
 FORMATS = ("auto", "jsonl", "markdown", "html", "text")
@@ -156,7 +157,7 @@ def _read_document(source: _Source) -> DocumentSpec | str:
     if not parsed.passages:
         return "empty"
     return DocumentSpec(title=parsed.title, passages=parsed.passages, key=source.key,
-                        groups=source.groups, meta={"source": str(source.path)})
+                        groups=source.groups, meta={**file_metadata(source.path), **parsed.meta})
 
 
 def _documents(source: _Source, report: BuildReport, advance: Progress) -> Iterator[DocumentSpec]:

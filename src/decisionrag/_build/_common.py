@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._tree import PassageSpec
 
 
 @dataclass
 class ParsedDocument:
-    """What a format parser returns for one file: its title and its passages in order."""
+    """What a format parser returns for one file: its title, its passages in order and the
+    metadata the file itself carries (front matter, document info)."""
 
     title: str
     passages: list[PassageSpec] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 class SectionStack:

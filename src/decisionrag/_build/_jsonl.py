@@ -2,7 +2,11 @@
 
 Fields (see ``shared/data/README.md``): ``id``, ``doc_id`` and ``text`` are required;
 ``doc_title`` (may be empty), ``section`` (heading path, outermost first), ``group`` and
-``url`` are optional. The tree is ``group`` → document → ``section`` path → passage; passage
+``url`` are optional, and so are ``metadata`` (an object: the passage's metadata) and
+``doc_metadata`` (an object: its document's; lines of one document may repeat it or give it
+once — their keys are merged, and a key given two different values is an error). Keys of
+``metadata`` that every passage of a document shares are stored once, on the document (see
+:mod:`._metadata`). The tree is ``group`` → document → ``section`` path → passage; passage
 ids are the passages' node keys, ``doc_id`` the document's; ``url`` goes into the passage's
 metadata and the document's first one into the document's.
 
@@ -26,6 +30,7 @@ from typing import Any
 from .._errors import InputError
 from .._tree import DocumentSpec, PassageSpec
 from ._derive import derive_description, derive_title
+from ._metadata import check_metadata, hoist_common
 
 REGROUP_LIMIT_BYTES = 256 * 1024 * 1024
 _REQUIRED = ("id", "doc_id", "text")
@@ -51,6 +56,9 @@ def _check(record: Any, where: str) -> Record:
         not isinstance(section, list) or not all(isinstance(h, str) for h in section)
     ):
         raise InputError(f"{where}: field 'section' must be a list of strings")
+    for name in ("metadata", "doc_metadata"):
+        if record.get(name) is not None:
+            record[name] = check_metadata(record[name], f"{where}, field {name!r}")
     return record
 
 
@@ -102,12 +110,31 @@ def _regrouped(records: Iterable[tuple[int, Record]]) -> Iterator[list[Record]]:
     yield from by_doc.values()
 
 
+def _passage_meta(record: Record, rest: dict[str, Any]) -> dict[str, Any] | None:
+    meta = dict(rest)
+    if record.get("url"):
+        meta["url"] = record["url"]
+    return meta or None
+
+
+def _doc_metadata(records: list[Record], source: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for record in records:
+        for key, value in (record.get("doc_metadata") or {}).items():
+            if key in merged and merged[key] != value:
+                raise InputError(
+                    f"{source}: document {record['doc_id']!r}: doc_metadata {key!r} is given "
+                    f"two values ({merged[key]!r} and {value!r})")
+            merged[key] = value
+    return merged
+
+
 def _document(records: list[Record], groups: tuple[str, ...], source: str) -> DocumentSpec:
     first = records[0]
+    common, rests = hoist_common([r.get("metadata") for r in records])
     passages = [
-        PassageSpec(r["text"], tuple(r.get("section") or ()), r["id"],
-                    {"url": r["url"]} if r.get("url") else None)
-        for r in records
+        PassageSpec(r["text"], tuple(r.get("section") or ()), r["id"], _passage_meta(r, rest))
+        for r, rest in zip(records, rests, strict=True)
     ]
     title = (first.get("doc_title") or "").strip()
     description = None
@@ -119,6 +146,8 @@ def _document(records: list[Record], groups: tuple[str, ...], source: str) -> Do
     meta: dict[str, Any] = {"source": source}
     if url:
         meta["url"] = url
+    meta.update(common)
+    meta.update(_doc_metadata(records, source))
     group = first.get("group")
     return DocumentSpec(title=title, passages=passages, key=first["doc_id"],
                         description=description, groups=groups + ((group,) if group else ()),

@@ -6,7 +6,8 @@
   is its cells joined with `` | ``;
 - the title is the YAML front-matter ``title:`` if present, else the document's first heading
   when that is a level-1 heading (which then does not also become a section above everything),
-  else the file name. A first ``#`` heading that repeats the front-matter title is dropped too.
+  else the file name. A first ``#`` heading that repeats the front-matter title is dropped too;
+- the other front-matter fields are the document's metadata (typed: see :mod:`._metadata`).
 
 Inline markup is reduced to its text (link and image text kept, URLs and raw HTML dropped).
 """
@@ -20,10 +21,11 @@ from markdown_it import MarkdownIt
 
 from .._tree import PassageSpec
 from ._common import ParsedDocument, SectionStack, collapse_spaces
+from ._metadata import typed_value
 
 
-def split_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """Simple ``key: value`` pairs of a leading ``---`` block, and the text after it."""
+def _raw_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Raw ``key: value`` pairs of a leading ``---`` block, and the text after it."""
     lines = text.split("\n")
     if not lines or lines[0].strip() != "---":
         return {}, text
@@ -33,9 +35,22 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
             for line in lines[1:end]:
                 key, sep, value = line.partition(":")
                 if sep and key.strip() and not line[:1].isspace():
-                    fields[key.strip().lower()] = value.strip().strip("'\"")
+                    fields[key.strip().lower()] = value.strip()
             return fields, "\n".join(lines[end + 1:])
     return {}, text
+
+
+def split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Simple ``key: value`` pairs of a leading ``---`` block, and the text after it."""
+    fields, body = _raw_front_matter(text)
+    return {key: value.strip("'\"") for key, value in fields.items()}, body
+
+
+def front_matter_metadata(fields: dict[str, str]) -> dict[str, Any]:
+    """The metadata of a front-matter block: every field but the title, typed; a field with
+    an empty value (the head of a nested YAML block, which is not read) is left out."""
+    return {key: typed_value(value) for key, value in fields.items()
+            if key != "title" and value.strip()}
 
 
 def _parser() -> MarkdownIt:
@@ -115,6 +130,8 @@ class _MarkdownWalker:
 
 def parse_markdown(text: str, fallback_title: str) -> ParsedDocument:
     """Parse one Markdown document into its title and passages."""
-    fields, body = split_front_matter(text.replace("\r\n", "\n"))
-    tokens = _parser().parse(body)
-    return _MarkdownWalker(fields.get("title") or None, fallback_title).walk(tokens)
+    raw, body = _raw_front_matter(text.replace("\r\n", "\n"))
+    title = raw["title"].strip().strip("'\"") if "title" in raw else None
+    document = _MarkdownWalker(title or None, fallback_title).walk(_parser().parse(body))
+    document.meta = front_matter_metadata(raw)
+    return document

@@ -114,6 +114,9 @@ def _register_tree(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="levels shown below the start node (default: 2)")
     parser.add_argument("--max-children", type=_non_negative, default=8, metavar="N",
                         help="children shown per node before a '… N more' line (default: 8)")
+    parser.add_argument("--metadata", action="store_true",
+                        help="a line under each node with all of its metadata (by default a "
+                        "node's line shows its metadata other than source and mtime)")
     parser.set_defaults(func=_run_tree)
 
 
@@ -136,15 +139,30 @@ def _find(tree: Tree, ref: str | None) -> Node:
         raise InputError(f"{tree.file}: no node with id or key {ref!r}") from None
 
 
+_FILE_KEYS = ("source", "mtime")  # on every file's document: left to --metadata
+
+
+def metadata_text(meta: dict[str, Any], *, everything: bool = False) -> str:
+    """``{key: value, …}`` of a node's metadata (without source and mtime unless
+    `everything`), or "" when there is nothing to show."""
+    shown = {k: v for k, v in meta.items() if everything or k not in _FILE_KEYS}
+    if not shown:
+        return ""
+    return "{" + ", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}"
+                           for k, v in shown.items()) + "}"
+
+
 def node_label(node: Node) -> tuple[str, str]:
-    """One line about a node, as (kind and title or text, counts)."""
+    """One line about a node, as (kind, metadata and title or text, counts)."""
     kind = _KIND_LABELS[node.kind]
+    meta = metadata_text(node.meta)
+    meta = f" {meta}" if meta else ""
     if node.kind == NodeKind.PASSAGE:
-        return f"#{node.id} {kind} {' '.join(node.text.split())}", ""
+        return f"#{node.id} {kind}{meta} {' '.join(node.text.split())}", ""
     title = node.description if node.kind == NodeKind.DOCUMENT else node.title
     title = " ".join(title.split()) or "(untitled)"
     count = f"{node.n_passages:,} passage{'s' if node.n_passages != 1 else ''}"
-    return f"#{node.id} {kind} {title}", f"  ({count})"
+    return f"#{node.id} {kind}{meta} {title}", f"  ({count})"
 
 
 def _fit(prefix: str, label: tuple[str, str], width: int) -> str:
@@ -157,12 +175,22 @@ def _fit(prefix: str, label: tuple[str, str], width: int) -> str:
     return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
 
 
-def render_tree(tree: Tree, start: Node, depth: int, max_children: int, width: int) -> list[str]:
-    """The outline of `start` and `depth` levels below it, each line cut to `width`."""
+def render_tree(tree: Tree, start: Node, depth: int, max_children: int, width: int,
+                metadata: bool = False) -> list[str]:
+    """The outline of `start` and `depth` levels below it, each line cut to `width`; with
+    `metadata`, each node followed by a line of all its metadata."""
     label = _root_label(tree, start) if start.kind == NodeKind.ROOT else node_label(start)
     lines = [_fit("", label, width)]
-    _render_children(tree, start, "", depth, max_children, width, lines)
+    if metadata:
+        _metadata_line(start, "   ", lines)
+    _render_children(tree, start, "", depth, max_children, width, lines, metadata)
     return lines
+
+
+def _metadata_line(node: Node, prefix: str, lines: list[str]) -> None:
+    text = metadata_text(node.meta, everything=True)
+    if text:  # in full: this line is what --metadata asks for
+        lines.append(f"{prefix}· metadata {text}")
 
 
 def _root_label(tree: Tree, root: Node) -> tuple[str, str]:
@@ -173,7 +201,7 @@ def _root_label(tree: Tree, root: Node) -> tuple[str, str]:
 
 
 def _render_children(tree: Tree, node: Node, prefix: str, depth: int, max_children: int,
-                     width: int, lines: list[str]) -> None:
+                     width: int, lines: list[str], metadata: bool = False) -> None:
     if depth <= 0 or node.kind == NodeKind.PASSAGE:
         return
     shown = tree.children(node.id, limit=max_children)
@@ -181,8 +209,10 @@ def _render_children(tree: Tree, node: Node, prefix: str, depth: int, max_childr
     for index, child in enumerate(shown):
         last = index == len(shown) - 1 and not hidden
         lines.append(_fit(prefix + ("└─ " if last else "├─ "), node_label(child), width))
-        _render_children(tree, child, prefix + ("   " if last else "│  "), depth - 1,
-                         max_children, width, lines)
+        inner = prefix + ("   " if last else "│  ")
+        if metadata:
+            _metadata_line(child, inner, lines)
+        _render_children(tree, child, inner, depth - 1, max_children, width, lines, metadata)
     if hidden:
         lines.append(_fit(prefix + "└─ ", (f"… {hidden:,} more", ""), width))
 
@@ -191,7 +221,8 @@ def _run_tree(args: argparse.Namespace) -> int:
     width = shutil.get_terminal_size((120, 24)).columns
     with Tree.open(args.tree) as tree:
         start = _find(tree, args.node)
-        for line in render_tree(tree, start, args.depth, args.max_children, width):
+        for line in render_tree(tree, start, args.depth, args.max_children, width,
+                                args.metadata):
             print(line)
     return 0
 

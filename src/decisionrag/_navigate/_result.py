@@ -14,7 +14,9 @@ from .._tree import Node
 class Hit:
     """One ranked passage. `score` ranks it (binary P(yes), times its page's when scores
     propagate); `binary` is its own P(yes); `choice` its multiple-choice probability when it
-    was on the shortlist. `path` = titles from the top group down to its heading path."""
+    was on the shortlist. `path` = titles from the top group down to its heading path.
+    `metadata` is its document's metadata overlaid with the passage's own (source file, page
+    numbers, url, front matter, JSONL ``metadata``); an empty dict when there is none."""
 
     node: Node
     score: float
@@ -22,6 +24,7 @@ class Hit:
     choice: float | None
     path: tuple[str, ...]
     doc_key: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -36,6 +39,7 @@ class Hit:
             "choice": None if self.choice is None else round(self.choice, 6),
             "path": list(self.path),
             "text": self.node.text,
+            "metadata": dict(self.metadata),
         }
 
 

@@ -490,6 +490,7 @@ class Walk:
             choice=choice,
             path=path,
             doc_key=page.key,
+            metadata={**page.meta, **node.meta} if page is not node else dict(node.meta),
         )
 
 
