@@ -160,6 +160,28 @@ def _read_document(source: _Source) -> DocumentSpec | str:
                         groups=source.groups, meta={**file_metadata(source.path), **parsed.meta})
 
 
+def read_source(source: _Source) -> list[DocumentSpec] | str:
+    """All documents of one planned source, or the reason it is skipped (no progress, no
+    report: what a build engine's worker runs). A malformed JSONL file raises `InputError`."""
+    if source.format != "jsonl":
+        document = _read_document(source)
+        return document if isinstance(document, str) else [document]
+    try:
+        documents = list(iter_jsonl(source.path, source.groups))
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return documents or "empty"
+
+
+Reader = Callable[[Sequence[_Source], BuildReport, Progress], Iterator[DocumentSpec]]
+
+
+def _read_locally(plan: Sequence[_Source], report: BuildReport,
+                  advance: Progress) -> Iterator[DocumentSpec]:
+    for source in plan:
+        yield from _documents(source, report, advance)
+
+
 def _documents(source: _Source, report: BuildReport, advance: Progress) -> Iterator[DocumentSpec]:
     if source.format == "jsonl":
         yield from _jsonl_documents(source, report, advance)
@@ -226,12 +248,15 @@ def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
     cluster: int | str | None = None, cluster_model: str | None = None,
     cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
+    reader: Reader | None = None,
 ) -> BuildReport:
     """Build a tree file at `out` from files and folders; see the module docstring.
 
     `cluster` (a number of groups or ``"auto"``) adds topic groups above the documents;
     `cluster_options` go to `decisionrag._cluster.cluster_documents` (branching, seed,
-    describer, cache, ...). The clustering report is kept in `BuildReport.cluster`."""
+    describer, cache, ...). The clustering report is kept in `BuildReport.cluster`.
+    `reader` replaces how planned sources become documents (a build engine, e.g. Ray);
+    documents must come in plan order."""
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     if not sources:
@@ -243,7 +268,7 @@ def build_tree(
     report = BuildReport(path=Path(out), ignored=ignored)
     try:
         report.counts = _write(sources, plan, out, report, cluster, cluster_model,
-                               dict(cluster_options or {}), progress)
+                               dict(cluster_options or {}), progress, reader or _read_locally)
     except OSError as exc:  # the output side: folder not writable, disk full
         raise InputError(f"{out}: cannot write the tree ({exc.strerror or exc})") from exc
     report.seconds = time.perf_counter() - started
@@ -252,12 +277,11 @@ def build_tree(
 
 def _write(sources: Sequence[str | Path], plan: list[_Source], out: str | Path,
            report: BuildReport, cluster: int | str | None, cluster_model: str | None,
-           cluster_options: dict[str, Any], progress: bool) -> dict[str, int]:
+           cluster_options: dict[str, Any], progress: bool, reader: Reader) -> dict[str, int]:
     total = sum(_size(source.path) for source in plan)
     with TreeWriter(out) as writer, _progress_bar(total, progress) as advance:
-        for source in plan:
-            for document in _documents(source, report, advance):
-                writer.add_document(document)
+        for document in reader(plan, report, advance):
+            writer.add_document(document)
         if writer.counts["document"] == 0:
             raise InputError(_nothing_found(sources, report))
         if cluster is not None:
@@ -276,4 +300,4 @@ def _nothing_found(sources: Sequence[str | Path], report: BuildReport) -> str:
     return message
 
 
-__all__ = ["FORMATS", "BuildReport", "build_tree", "format_of"]
+__all__ = ["FORMATS", "BuildReport", "Reader", "build_tree", "format_of", "read_source"]

@@ -74,7 +74,26 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar and no summary line (warnings are still printed)")
     add_describe_arguments(parser)
+    _add_engine_arguments(parser)
     parser.set_defaults(func=_run_build)
+
+
+def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("build engine")
+    group.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="'local' (default): this process; 'ray': parse files and embed on "
+                       "Ray Data workers (extra 'ray'), then write the tree here — the same tree "
+                       "for the same seed and vectors")
+    group.add_argument("--address", metavar="ADDR",
+                       help="with --engine ray: the cluster to join (e.g. ray://head:10001 or "
+                       "'auto'); default: start a local Ray instance")
+    group.add_argument("--ray-batch-size", type=int, default=256, metavar="N",
+                       help="with --engine ray: texts per encoder call (default 256)")
+    group.add_argument("--ray-workers", type=int, metavar="N",
+                       help="with --engine ray: encoder actors (default: one per GPU, else one "
+                       "per two CPUs)")
+    group.add_argument("--precision", choices=("auto", "float32", "bfloat16"),
+                       help="with --engine ray: the workers' encoder precision (default auto)")
 
 
 def _run_build(args: argparse.Namespace) -> int:
@@ -86,9 +105,20 @@ def _run_build(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         options = {"branching": args.cluster_branching, "seed": args.cluster_seed,
                    "describer": describer_from_args(args), "cache": args.cache_dir}
-    report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
-                        cluster_model=args.cluster_model, cluster_options=options,
-                        progress=not args.quiet)
+    if args.engine == "ray":
+        from .._scale import RayOptions, build_on_ray
+
+        ray_options = RayOptions(address=args.address, batch_size=args.ray_batch_size,
+                                 workers=args.ray_workers, precision=args.precision)
+        report = build_on_ray(args.sources, args.out, options=ray_options, format=args.format,
+                              cluster=args.cluster, cluster_model=args.cluster_model,
+                              cluster_options=options, progress=not args.quiet)
+    else:
+        if args.address or args.ray_workers or args.precision:
+            raise InputError("--address, --ray-workers and --precision go with --engine ray")
+        report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
+                            cluster_model=args.cluster_model, cluster_options=options,
+                            progress=not args.quiet)
     warning = report.warning()
     if warning:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)

@@ -1,0 +1,222 @@
+"""Ray Data as the build engine: parse sources and embed texts on a Ray cluster.
+
+The expensive, embarrassingly parallel parts of a build — parsing files and embedding
+document descriptions (and passages) — run as Ray Data pipelines; everything that decides
+the tree (the order documents are written in, k-means, balancing, describing, the one
+writer) runs on the driver exactly as on one machine. So for the same seed and the same
+vectors the tree is the same, node for node, whichever engine built it.
+
+Order is kept end to end (``preserve_order``): documents reach the writer in plan order and
+vectors come back indexed by row, however the blocks were scheduled. Workers return pickled
+results (a parse error travels back as a message, never as a worker crash), so the driver
+reports it as the single-machine build would.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import InputError, missing_extra
+
+# A block is one file to parse; a parse result of many documents (a JSONL shard) is one row.
+_PARSE_BLOCK = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RayOptions:
+    """How a build uses Ray.
+
+    `address` joins a running cluster (``ray://host:10001`` or ``auto``); None starts a local
+    instance with `num_cpus` CPUs (None: all). `batch_size` texts go to an encoder call;
+    `workers` encoder actors run at once (None: one per GPU when the cluster has GPUs, else
+    one per two CPUs); `precision` is the encoder's (``auto``, ``float32``, ``bfloat16``)."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    batch_size: int = 256
+    workers: int | None = None
+    precision: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise InputError(f"ray batch size must be at least 1, not {self.batch_size}")
+        if self.workers is not None and self.workers < 1:
+            raise InputError(f"ray workers must be at least 1, not {self.workers}")
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data  # Ray Data is the part a build needs
+    except ImportError as exc:
+        raise missing_extra("ray[data]", "ray") from exc
+    return ray
+
+
+@contextmanager
+def ray_session(options: RayOptions) -> Iterator[Any]:
+    """A connected Ray; a local instance started here is shut down on exit."""
+    ray = _ray()
+    started = not ray.is_initialized()
+    if started:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "ignore_reinit_error": True, "logging_level": logging.WARNING}
+        if options.address:
+            kwargs["address"] = options.address
+        elif options.num_cpus is not None:
+            kwargs["num_cpus"] = options.num_cpus
+        ray.init(**kwargs)
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _parse_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Worker side: parse one planned source; a failure comes back as a message."""
+    from .._build import read_source  # workers import the package themselves
+
+    source = pickle.loads(row["source"])
+    try:
+        result: Any = read_source(source)
+    except InputError as exc:
+        result = exc
+    return {"i": row["i"], "result": pickle.dumps(result)}
+
+
+def ray_read(plan: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+    """(source, result) for every planned source in plan order, parsed on Ray workers.
+
+    `result` is what :func:`decisionrag._build.read_source` returns on one machine: a list of
+    documents, or the reason the file is skipped. A parse error (malformed JSONL) raises
+    here, on the driver, as the same `InputError`."""
+    ray = _ray()
+    if not plan:
+        return
+    items = [{"i": i, "source": pickle.dumps(source)} for i, source in enumerate(plan)]
+    dataset = ray.data.from_items(items, override_num_blocks=max(1, len(items) // _PARSE_BLOCK))
+    for row in dataset.map(_parse_row).iter_rows():
+        result = pickle.loads(row["result"])
+        if isinstance(result, InputError):
+            raise InputError(str(result)) from result
+        yield plan[int(row["i"])], result
+
+
+class _EncoderActor:
+    """Worker side: one encoder per actor, loaded once, fed batches of texts."""
+
+    def __init__(self, model: str | None, precision: str | None, max_tokens: int,
+                 encode: bytes | None) -> None:
+        self.encode: Callable[[Sequence[str]], np.ndarray]
+        if encode is not None:
+            self.encode = pickle.loads(encode)  # cloudpickle output loads with pickle
+            return
+        from .._embed import load_encoder
+
+        encoder = load_encoder(model, precision=precision)
+        encoder.model.max_seq_length = min(encoder.model.max_seq_length or max_tokens, max_tokens)
+        self.encode = lambda texts: encoder.encode(list(texts), batch_size=64)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        vectors = np.asarray(self.encode([str(t) for t in batch["text"]]), dtype=np.float32)
+        return {"i": batch["i"], "vector": vectors}
+
+
+def _gpu_count(ray: Any) -> int:
+    return int(ray.cluster_resources().get("GPU", 0))
+
+
+def _actor_count(ray: Any, options: RayOptions) -> tuple[int, float]:
+    """How many encoder actors, and the GPUs each takes."""
+    gpus = _gpu_count(ray)
+    if options.workers is not None:
+        return options.workers, (gpus / options.workers if gpus else 0.0)
+    if gpus:
+        return gpus, 1.0
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, cpus // 2), 0.0
+
+
+def ray_encoder(options: RayOptions, model: str | None = None, *, max_tokens: int = 64,
+                encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+                ) -> Callable[[Sequence[str]], np.ndarray]:
+    """An encode function (texts → raw float32 vectors, one row per text, in order) that
+    runs on Ray Data encoder actors. `encode` replaces the sentence-transformers encoder in
+    the workers (it must pickle); the caller normalises, as it does on one machine."""
+    payload = _cloudpickle().dumps(encode) if encode is not None else None
+
+    def run(texts: Sequence[str]) -> np.ndarray:
+        ray = _ray()
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        import pyarrow as pa
+
+        table = pa.table({"i": np.arange(len(texts), dtype=np.int64), "text": list(texts)})
+        actors, gpus = _actor_count(ray, options)
+        dataset = ray.data.from_arrow(table).repartition(max(1, len(texts) // options.batch_size))
+        encoded = dataset.map_batches(
+            _EncoderActor, fn_constructor_args=(model, options.precision, max_tokens, payload),
+            batch_size=options.batch_size, batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus or None)
+        out: np.ndarray | None = None
+        for batch in encoded.iter_batches(batch_format="numpy", batch_size=None):
+            vectors = np.asarray(batch["vector"], dtype=np.float32)
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[np.asarray(batch["i"], dtype=np.int64)] = vectors
+        assert out is not None
+        return out
+
+    return run
+
+
+def _ray_reader(plan: Sequence[Any], report: Any, advance: Callable[[int], None],
+                ) -> Iterator[Any]:
+    from .._build import _size
+
+    for source, result in ray_read(plan):
+        advance(_size(source.path))
+        if isinstance(result, str):
+            report.skipped.append((str(source.path), result))
+        else:
+            yield from result
+
+
+def build_on_ray(
+    sources: Sequence[Any], out: Any, *, options: RayOptions | None = None, format: str = "auto",
+    cluster: int | str | None = None, cluster_model: str | None = None,
+    cluster_options: dict[str, Any] | None = None, progress: bool = False,
+    encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+) -> Any:
+    """`decisionrag._build.build_tree` with parsing and embedding on Ray (see the module
+    docstring); returns its `BuildReport`. `encode` replaces the workers' sentence encoder
+    (it must pickle with cloudpickle). Embeddings are not cached: a distributed build is
+    meant to run once, and its vectors are too many for the per-corpus cache file."""
+    from .._build import build_tree
+
+    options = options or RayOptions()
+    with ray_session(options):
+        cluster_options = dict(cluster_options or {})
+        if cluster is not None:
+            max_tokens = int(cluster_options.get("max_tokens", 64))
+            cluster_options["encode"] = ray_encoder(options, cluster_model, max_tokens=max_tokens,
+                                                    encode=encode)
+            cluster_options["use_cache"] = False
+        return build_tree(sources, out, format=format, cluster=cluster,
+                          cluster_model=cluster_model, cluster_options=cluster_options,
+                          progress=progress, reader=_ray_reader)
+
+
+def _cloudpickle() -> Any:
+    return _ray().cloudpickle
