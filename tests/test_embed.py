@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import platform
+import sys
 from typing import Any
 
 import numpy as np
 import pytest
 
+from decisionrag import _embed as embed_module
 from decisionrag._embed import Encoder, load_encoder, release_freed_memory, resolve_precision
 from decisionrag._errors import InputError
 
@@ -67,8 +70,16 @@ def test_chunked_minilm_equals_one_shot_minilm() -> None:
     np.testing.assert_allclose(np.linalg.norm(chunked, axis=1), 1.0, atol=1e-5)
 
 
-def test_release_freed_memory_is_safe_to_call() -> None:
+def test_release_freed_memory_calls_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert embed_module._malloc_trim() is not None  # glibc's malloc_trim was found
+    calls: list[int] = []
+    monkeypatch.setattr(embed_module, "_malloc_trim", lambda: calls.append)
     release_freed_memory()
+    assert calls == [0]  # trim everything above the heap's top
+    monkeypatch.setattr(embed_module, "_malloc_trim", lambda: None)
+    release_freed_memory()  # without glibc: nothing to call, no error
+    assert calls == [0]
 
 
 def test_bfloat16_vectors_are_unit_length_and_close_to_float32() -> None:

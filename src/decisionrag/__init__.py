@@ -57,8 +57,7 @@ from ._navigate import (
 from ._query import Query, Turn
 from ._retrievers import BM25Retriever, DenseRetriever
 from ._tree import DocumentSpec, Node, NodeKind, PassageSpec, Tree, TreeWriter
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "PRESET_NAMES",

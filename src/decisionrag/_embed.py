@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ._errors import InputError, missing_extra
+from ._files import ContentCache, PathLike, content_key
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Texts encoded per sentence-transformers call when a large input is split (see Encoder.encode).
@@ -176,3 +177,30 @@ def _load_encoder(name: str, device: str, precision: str) -> Encoder:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _quiet_transformers()
     return Encoder(SentenceTransformer(path, device=device), name, precision)
+
+
+def embedding_cache(folder: PathLike | None = None) -> ContentCache:
+    """The one embedding cache: `folder` itself, else ``cache_root()/embeddings``."""
+    return ContentCache("", folder) if folder else ContentCache("embeddings")
+
+
+def cached_embeddings(
+    model_key: str, texts: Sequence[str], compute: Any, *, folder: PathLike | None = None,
+    use_cache: bool = True, dim: int | None = None,
+) -> np.ndarray:
+    """`compute()`'s vectors of `texts`, from the cache when `model_key` (the model, its
+    precision and whatever else changes the vectors) has embedded the same texts before.
+
+    Entries are keyed by `content_key(model_key, texts)`; one whose shape does not fit is a
+    miss. Every ``.npy`` embedding cache of decisionrag goes through here."""
+    cache = embedding_cache(folder)
+    key = content_key(model_key, texts)
+    if use_cache:
+        vectors = cache.read_array(key)
+        if vectors is not None and vectors.shape[0] == len(texts) and (
+                dim is None or vectors.shape[1:] == (dim,)):
+            return np.asarray(vectors, dtype=np.float32)
+    vectors = np.asarray(compute(), dtype=np.float32)
+    if use_cache and len(texts):
+        cache.write_array(key, vectors)
+    return vectors

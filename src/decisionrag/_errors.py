@@ -8,7 +8,10 @@ DecisionRAGError
 │   ├── JudgeRequestError the server refused the request (400/401/403/404/422): retrying won't help
 │   ├── JudgeUnavailable  retries exhausted (408/429/5xx, timeouts, connection errors)
 │   └── JudgeProtocolError the answer broke the protocol (missing answers, NaN, bad sums)
+├── AnswerError           the answer (chat) model could not be reached or answered unusably
 └── NavigationError       a navigation configuration that cannot run on this tree
+
+Failures of outbound HTTP (httpx) are translated into this tree in `decisionrag._http` only.
 """
 
 from __future__ import annotations
@@ -48,6 +51,14 @@ class JudgeUnavailable(JudgeError):
 
 class JudgeProtocolError(JudgeError):
     """The server answered, but the answer breaks the decision-model protocol."""
+
+
+class AnswerError(DecisionRAGError):
+    """The answer model could not be reached or answered something unusable."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class NavigationError(DecisionRAGError):

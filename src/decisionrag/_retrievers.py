@@ -8,17 +8,13 @@ heading path prepended, so a flat retriever sees what navigation sees along the 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from ._errors import missing_extra
-from ._paths import cache_root
 from ._tree import Tree
 
 
@@ -142,17 +138,12 @@ class DenseRetriever:
     def _cached_vectors(
         self, texts: Sequence[str], cache_dir: str | os.PathLike[str] | None, progress: bool
     ) -> np.ndarray:
-        path = embedding_cache_path(self.encoder.cache_key, texts, cache_dir)
-        if path.is_file():
-            vectors = np.load(path)
-            if vectors.shape == (len(texts), self.encoder.dim):
-                return vectors
-        vectors = self.encoder.encode(list(texts), progress=progress)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, vectors)
-        os.replace(tmp, path)
-        return vectors
+        from ._embed import cached_embeddings
+
+        return cached_embeddings(
+            self.encoder.cache_key, texts,
+            lambda: self.encoder.encode(list(texts), progress=progress),
+            folder=cache_dir, dim=self.encoder.dim)
 
     def scores(self, query_text: str) -> np.ndarray:
         query = self.encoder.encode([query_text])[0]
@@ -160,15 +151,3 @@ class DenseRetriever:
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
         return top_k(self.scores(query_text), self.keys, k)
-
-
-def embedding_cache_path(
-    model: str, texts: Sequence[str], cache_dir: str | os.PathLike[str] | None = None
-) -> Path:
-    """Cache file keyed by the model name and a digest of the indexed texts."""
-    digest = hashlib.sha256(model.encode())
-    for text in texts:
-        digest.update(b"\x1e" + text.encode())
-    root = Path(cache_dir).expanduser() if cache_dir else cache_root() / "embeddings"
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")
-    return root / f"{slug}-{digest.hexdigest()[:16]}.npy"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._files import write_json_atomic
 
 DEFAULT_SYSTEMS = "decisionrag,bm25,dense"
 
@@ -138,10 +137,7 @@ def _tick(bar: Any, name: str) -> None:
 
 
 def _write_json(path: Path, report: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, report, indent=2)
 
 
 # -- the table ------------------------------------------------------------------------------

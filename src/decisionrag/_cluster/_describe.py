@@ -9,19 +9,17 @@ prompt, titles), so a rerun after a failure only asks for the groups still missi
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from .._errors import InputError, JudgeProtocolError, JudgeRequestError, JudgeUnavailable
+from .._chat import ChatClient
+from .._errors import InputError, JudgeProtocolError, JudgeUnavailable
+from .._files import ContentCache, content_key
+from .._http import RetryPolicy
 from .._sync import run_sync
-from ._embedding import cache_dir
 
 PAPER_PROMPT = (
     "Write one sentence (at most 30 words) describing what the pages in this group are about. "
@@ -29,7 +27,6 @@ PAPER_PROMPT = (
     "reader can tell whether a given Wikipedia page would belong to this group."
 )
 MAX_TITLES = 300
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
@@ -76,7 +73,8 @@ class ExtractiveDescriber:
 
 
 class ChatDescriber:
-    """Descriptions written by a model behind an OpenAI-compatible ``/chat/completions``."""
+    """Descriptions written by a model behind an OpenAI-compatible ``/chat/completions``
+    (the shared chat provider, `decisionrag._chat`)."""
 
     def __init__(
         self, url: str, model: str, *, api_key: str | None = None, prompt: str = PAPER_PROMPT,
@@ -89,16 +87,20 @@ class ChatDescriber:
         self.url = chat_url(url)
         self.model = model
         self.name = f"chat:{model}"
-        self.api_key = api_key
         self.prompt = prompt
-        self.concurrency = max(1, concurrency)
-        self.timeout = timeout
-        self.retries = max(1, retries)
         self.max_titles = max_titles
         self.max_tokens = max_tokens
-        self.cache_folder = cache_dir(cache) / "descriptions" if use_cache else None
-        self.requests = 0
+        policy = RetryPolicy(max_attempts=max(1, retries), timeout=timeout,
+                             deadline=max(timeout, 180.0) * max(1, retries))
+        self.chat = ChatClient(self.url, model, api_key=api_key, policy=policy,
+                               concurrency=max(1, concurrency), who=f"describer {self.url}")
+        self.cache = ContentCache("descriptions", cache) if use_cache else None
         self.cache_hits = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests sent to the endpoint, retries included."""
+        return self.chat.attempts
 
     def describe(self, groups: Sequence[GroupSketch], progress: bool = False) -> list[str]:
         return run_sync(self.describe_async(groups, progress))
@@ -106,7 +108,6 @@ class ChatDescriber:
     async def describe_async(
         self, groups: Sequence[GroupSketch], progress: bool = False
     ) -> list[str]:
-        import httpx
         from tqdm import tqdm
 
         results: list[str | None] = [self._cached(group) for group in groups]
@@ -114,89 +115,46 @@ class ChatDescriber:
         missing = [i for i, r in enumerate(results) if r is None]
         bar = tqdm(total=len(groups), initial=len(groups) - len(missing), desc="describing groups",
                    unit="group", disable=not progress)
-        limit = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout, headers=self._headers()) as client:
-            async def one(index: int) -> None:
-                async with limit:
-                    results[index] = await self._ask(client, groups[index])
-                    bar.update(1)
 
-            try:
-                await _gather_all([one(i) for i in missing])
-            finally:
-                bar.close()
+        async def one(index: int) -> None:
+            results[index] = await self._ask(groups[index])
+            bar.update(1)
+
+        try:
+            await _gather_all([one(i) for i in missing])
+        finally:
+            bar.close()
+            await self.chat.aclose()
         return [r or "" for r in results]
-
-    def _headers(self) -> dict[str, str]:
-        key = self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
-        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def message(self, group: GroupSketch) -> str:
         titles = "\n".join(t for t in group.titles[: self.max_titles] if t)
         return f"{self.prompt}\n\nPage titles (most typical first):\n{titles}"
 
-    def _cache_path(self, group: GroupSketch) -> Path | None:
-        if self.cache_folder is None:
-            return None
-        digest = hashlib.sha256(json.dumps(
-            [self.model, self.prompt, list(group.titles[: self.max_titles])]).encode()).hexdigest()
-        return self.cache_folder / f"{digest[:32]}.json"
+    def _key(self, group: GroupSketch) -> str:
+        return content_key(self.model, self.prompt, group.titles[: self.max_titles])
 
     def _cached(self, group: GroupSketch) -> str | None:
-        path = self._cache_path(group)
-        if path is None or not path.is_file():
-            return None
-        try:
-            return str(json.loads(path.read_text(encoding="utf-8"))["description"])
-        except (ValueError, KeyError, OSError):
-            return None  # a damaged entry is simply asked again
+        entry = None if self.cache is None else self.cache.read_json(self._key(group))
+        if not isinstance(entry, dict) or not isinstance(entry.get("description"), str):
+            return None  # absent or damaged: asked again
+        return str(entry["description"])
 
     def _store(self, group: GroupSketch, description: str) -> None:
-        path = self._cache_path(group)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"description": description, "model": self.model, "group": group.key}, handle)
-        os.replace(tmp, path)
+        if self.cache is not None:
+            self.cache.write_json(self._key(group), {"description": description,
+                                                     "model": self.model, "group": group.key})
 
-    async def _ask(self, client: Any, group: GroupSketch) -> str:
-        payload = {
-            "model": self.model, "temperature": 0.0, "max_tokens": self.max_tokens,
-            "messages": [{"role": "user", "content": self.message(group)}],
-        }
-        answer = await self._post(client, payload, group.key)
-        description = parse_answer(answer, self.url)
+    async def _ask(self, group: GroupSketch) -> str:
+        messages = [{"role": "user", "content": self.message(group)}]
+        try:
+            reply = await self.chat.complete(messages, max_tokens=self.max_tokens)
+        except JudgeUnavailable as exc:
+            raise JudgeUnavailable(f"{exc} (group {group.key}); rerun to resume, described "
+                                   "groups are cached") from exc
+        description = clean_description(reply.text, self.url)
         self._store(group, description)
         return description
-
-    async def _post(self, client: Any, payload: dict[str, Any], key: str) -> Any:
-        import httpx
-
-        problem = ""
-        for attempt in range(self.retries):
-            if attempt:
-                await asyncio.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)))
-            try:
-                self.requests += 1
-                response = await client.post(self.url, json=payload)
-            except httpx.HTTPError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in _RETRY_STATUS:
-                problem = f"HTTP {response.status_code}"
-                continue
-            if response.status_code >= 400:
-                raise JudgeRequestError(f"describer {self.url} refused group {key}: HTTP "
-                                        f"{response.status_code}: {response.text[:300]}",
-                                        status=response.status_code)
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise JudgeProtocolError(f"describer {self.url}: answer is not JSON") from exc
-        raise JudgeUnavailable(f"describer {self.url}: group {key} failed after {self.retries} "
-                               f"tries ({problem}); rerun to resume, described groups are cached")
 
 
 async def _gather_all(tasks: Sequence[Any]) -> None:
@@ -216,13 +174,9 @@ def chat_url(url: str) -> str:
     return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
-def parse_answer(answer: Any, url: str) -> str:
-    """The one-sentence description inside a chat-completions answer."""
-    try:
-        content = answer["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise JudgeProtocolError(f"describer {url}: no choices[0].message.content") from exc
-    text = " ".join(_THINK.sub("", str(content or "")).split()).strip().strip('"')
+def clean_description(content: str, url: str) -> str:
+    """The one-sentence description in a chat answer, without <think> blocks or quotes."""
+    text = " ".join(_THINK.sub("", content).split()).strip().strip('"')
     if not text:
         raise JudgeProtocolError(f"describer {url}: empty description")
     return text

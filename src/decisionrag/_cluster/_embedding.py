@@ -1,23 +1,27 @@
 """What a document looks like to the clusterer, and its embedding (cached on disk).
 
 A document is represented by its title and the first sentence of its first passage, as in
-the paper (App. A.4). Embeddings are cached under the cache folder, one ``.npy`` file per
-(model, texts) digest, so that rebuilding the same corpus never embeds it twice.
+the paper (App. A.4). Embeddings are cached under ``CACHE/embeddings``
+(`decisionrag._embed.cached_embeddings`,
+one ``.npy`` file per (model, texts) key), so rebuilding the same corpus never embeds it twice.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from .._embed import DEFAULT_MODEL, load_encoder, precision_tag, resolve_precision
-from .._paths import cache_root
+from .._embed import (
+    DEFAULT_MODEL,
+    cached_embeddings,
+    load_encoder,
+    precision_tag,
+    resolve_precision,
+)
+from .._files import ContentCache
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _MAX_SENTENCE_CHARS = 300
@@ -48,18 +52,6 @@ def document_text(title: str, description: str, first_passage: str) -> str:
     return f"{head}. {sentence}" if not head.endswith((".", "!", "?")) else f"{head} {sentence}"
 
 
-def cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Where slow results are cached: `explicit`, $DECISIONRAG_CACHE_DIR or ~/.cache/decisionrag."""
-    return Path(explicit) if explicit is not None else cache_root()
-
-
-def texts_digest(model: str, texts: Sequence[str]) -> str:
-    digest = hashlib.sha256(model.encode())
-    for text in texts:
-        digest.update(b"\x00" + text.encode())
-    return digest.hexdigest()[:32]
-
-
 def embed_texts(
     texts: Sequence[str], model: str | None = None, *, encode: EncodeFn | None = None,
     cache: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
@@ -72,16 +64,10 @@ def embed_texts(
     name = model or DEFAULT_MODEL
     if encode is None:  # bfloat16 and float32 vectors are filed apart
         name = f"{name}{precision_tag(resolve_precision())}|{max_tokens}"
-    digest = texts_digest(name, texts)
-    path = cache_dir(cache) / "embeddings" / f"{digest}.npy"
-    if use_cache and path.is_file():
-        vectors = np.load(path)
-        if vectors.shape[0] == len(texts):
-            return np.asarray(vectors, dtype=np.float32)
-    vectors = _encode(texts, model, encode, progress, max_tokens)
-    if use_cache and len(texts):
-        _save_atomically(path, vectors)
-    return vectors
+    folder = ContentCache("embeddings", cache).folder
+    return cached_embeddings(name, texts,
+                             lambda: _encode(texts, model, encode, progress, max_tokens),
+                             folder=folder, use_cache=use_cache)
 
 
 def _encode(
@@ -100,15 +86,3 @@ def _encode(
             encoder.model.max_seq_length = shared_limit
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
-
-
-def _save_atomically(path: Path, vectors: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.stem, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, vectors)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -16,8 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import DecisionRAGError, InputError
+from .._chat import ChatClient
+from .._errors import AnswerError, InputError
+from .._http import ANSWER_ERRORS, RetryPolicy
 from ._data import Dataset, EvalQuery
+
+__all__ = ["AnswerClient", "AnswerError", "answer_quality", "exact_match", "normalize_answer",
+           "parse_answer"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NOT_ANSWERABLE = "not answerable"
@@ -28,10 +33,6 @@ _INSTRUCTION = (
     "the shortest answer: yes, no, a short phrase, or 'not answerable' when the passages do not "
     "contain the answer."
 )
-
-
-class AnswerError(DecisionRAGError):
-    """The answer model could not be reached or answered something unusable."""
 
 
 def normalize_answer(text: str) -> str:
@@ -66,55 +67,32 @@ def parse_answer(reply: str) -> str:
 
 @dataclass
 class AnswerClient:
-    """A minimal chat-completions client (one place for HTTP details and their errors)."""
+    """The answer model: the shared OpenAI-compatible chat provider with `AnswerError`s."""
 
     model: str
     base_url: str | None = None
     api_key: str | None = None
     timeout: float = 60.0
     retries: int = 3
+    concurrency: int = 8
 
     def __post_init__(self) -> None:
         self.base_url = (
             self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
         self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY")
+        policy = RetryPolicy(max_attempts=max(1, self.retries), timeout=self.timeout,
+                             deadline=max(self.timeout, 180.0) * max(1, self.retries))
+        self.chat = ChatClient(self.base_url, self.model, api_key=self.api_key or "",
+                               policy=policy, concurrency=self.concurrency,
+                               who=f"answer model at {self.base_url}", errors=ANSWER_ERRORS)
 
-    async def complete(self, client: Any, messages: list[dict[str, str]]) -> str:
-        import httpx
+    async def complete(self, messages: list[dict[str, str]]) -> str:
+        reply = await self.chat.complete(messages, max_tokens=64)
+        return reply.text
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        body = {"model": self.model, "messages": messages, "temperature": 0, "max_tokens": 64}
-        for attempt in range(self.retries):
-            try:
-                response = await client.post(
-                    f"{self.base_url}/chat/completions", json=body, headers=headers
-                )
-            except httpx.HTTPError as exc:
-                if attempt == self.retries - 1:
-                    raise AnswerError(f"answer model at {self.base_url}: {exc}") from exc
-                await asyncio.sleep(0.5 * 2**attempt)
-                continue
-            retryable = response.status_code in (408, 429) or response.status_code >= 500
-            if retryable and attempt < self.retries - 1:
-                await asyncio.sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code != 200:
-                raise AnswerError(
-                    f"answer model at {self.base_url}: HTTP {response.status_code} "
-                    f"{response.text[:200]}"
-                )
-            return _content(response.json(), self.base_url or "")
-        raise AnswerError(f"answer model at {self.base_url}: no answer after {self.retries} tries")
-
-
-def _content(payload: Any, where: str) -> str:
-    try:
-        return str(payload["choices"][0]["message"]["content"] or "")
-    except (KeyError, IndexError, TypeError) as exc:
-        raise AnswerError(
-            f"answer model at {where}: unexpected reply {str(payload)[:200]}"
-        ) from exc
+    async def aclose(self) -> None:
+        await self.chat.aclose()
 
 
 async def answer_quality(
@@ -126,22 +104,22 @@ async def answer_quality(
     concurrency: int = 4,
 ) -> dict[str, Any]:
     """Exact match of the answers generated from each query's top passages."""
-    import httpx
-
     corpus = dataset.corpus
     queries = [q for q in dataset.queries if references(q) and q.id in rankings]
     if not queries:
         raise InputError(f"{dataset.name}: no query has reference answers")
     slots = asyncio.Semaphore(concurrency)
 
-    async def one(http: Any, query: EvalQuery) -> tuple[str, str]:
+    async def one(query: EvalQuery) -> tuple[str, str]:
         passages = [corpus[key].text for key in rankings[query.id][:top] if key in corpus]
         async with slots:
-            reply = await client.complete(http, build_messages(query, passages))
+            reply = await client.complete(build_messages(query, passages))
         return query.id, parse_answer(reply)
 
-    async with httpx.AsyncClient(timeout=client.timeout) as http:
-        answers = dict(await asyncio.gather(*(one(http, q) for q in queries)))
+    try:
+        answers = dict(await asyncio.gather(*(one(q) for q in queries)))
+    finally:
+        await client.aclose()
     scores = {q.id: exact_match(answers[q.id], references(q)) for q in queries}
     return {
         "exact_match": sum(scores.values()) / len(scores),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._paths import cache_root
+from .._files import cache_root
 from .._query import Query, Turn
 
 CONVERSATION_SEP = "<::>"
@@ -119,8 +119,8 @@ class Dataset:
     def digest(self) -> str:
         """The corpus file's digest, salted with the builder's version so that a tree built
         by an older decisionrag (other titles, other splitting) is not reused."""
-        from .. import __version__
         from .._tree import SCHEMA_VERSION
+        from .._version import __version__
 
         return hashlib.sha256(
             f"{file_digest(self.corpus_path)}:{__version__}:{SCHEMA_VERSION}".encode()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._judges import Judge
+from .._judges._base import cost_usd
 from .._sync import run_sync
 from .._tree import Tree
 from ._answers import AnswerClient, answer_quality
@@ -239,7 +240,7 @@ def cost_and_latency(run: SystemRun, price_per_million: float) -> dict[str, floa
         "latency_p90": float(np.percentile(seconds, 90)),
         "tokens_per_query": tokens / n,
         "requests_per_query": sum(u.requests for u in usages) / n,
-        "cents_per_query": tokens / n * price_per_million / 1_000_000 * 100,
+        "cents_per_query": (cost_usd(tokens / n, price_per_million) or 0.0) * 100,
     }
 
 

@@ -20,7 +20,6 @@ from ._data import EvalQuery
 
 SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense")
 RERANK_DEPTH = 100  # dense candidates the judge reranks (paper §6.5)
-HYBRID_DEPTH = 20  # dense candidates added to navigation's last stage (paper §4.2)
 
 
 @dataclass

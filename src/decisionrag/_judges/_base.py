@@ -126,6 +126,15 @@ class ChoiceResult:
         return max(range(len(self.probabilities)), key=self.probabilities.__getitem__)
 
 
+def cost_usd(input_tokens: float, price_per_million_input: float | None) -> float | None:
+    """The price of `input_tokens` at `price_per_million_input` USD (None: price unknown).
+
+    The one cost formula: judges, usage records and evaluation reports all use it."""
+    if price_per_million_input is None:
+        return None
+    return input_tokens * float(price_per_million_input) / 1_000_000
+
+
 def estimate_tokens(text: str) -> int:
     """A fast, conservative token estimate (about 4 characters a token for English)."""
     return len(text) // 4 + 1
@@ -179,9 +188,7 @@ class Judge(ABC):
         return estimate_tokens(text)
 
     def cost(self, input_tokens: int) -> float | None:
-        if self.price_per_million_input is None:
-            return None
-        return input_tokens * self.price_per_million_input / 1_000_000
+        return cost_usd(input_tokens, self.price_per_million_input)
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections; the judge may not be used afterwards."""

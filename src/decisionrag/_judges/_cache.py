@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .._errors import JudgeConfigError
+from .._files import write_json_atomic
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -105,17 +105,7 @@ class CachedJudge(Judge):
     def _write(self, key: str, kind: str, probabilities: list[float], usage: Usage) -> None:
         entry = {"format": CACHE_FORMAT, "judge": self.inner.name, "kind": kind,
                  "probabilities": probabilities, "usage": usage.to_dict()}
-        path = self.path_for(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(entry, stream)
-            os.chmod(temporary, 0o644)  # mkstemp makes files private; cache entries are not
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_json_atomic(self.path_for(key), entry)
 
     def _hit_usage(self) -> Usage:
         cost = None if self.price_per_million_input is None else 0.0

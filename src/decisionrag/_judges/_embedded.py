@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import tempfile
 import threading
 import time
 import warnings
@@ -51,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import JudgeConfigError, JudgeRequestError
-from .._paths import cache_root
+from .._files import atomic_write, cache_root
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -175,11 +173,7 @@ class VectorCache:
             return
         path = self._path(digest)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(handle, "wb") as out:
-                out.write(np.asarray(vector, dtype=np.float32).tobytes())
-            os.replace(temporary, path)
+            atomic_write(path, np.asarray(vector, dtype=np.float32).tobytes())
         except OSError as exc:
             warnings.warn(f"embedding cache {self.folder} is not writable ({exc}); "
                           "continuing without it", RuntimeWarning, stacklevel=2)

@@ -93,9 +93,6 @@ class ScriptedJudge(Judge):
     def binary_calls(self) -> list[BinaryRequest]:
         return [c for c in self.calls if isinstance(c, BinaryRequest)]
 
-    @property
-    def choice_calls(self) -> list[ChoiceRequest]:
-        return [c for c in self.calls if isinstance(c, ChoiceRequest)]
 
 
 HOSTED_LIMITS = Limits(max_questions=None, max_options=255, max_tokens=64_000)  # like hosted Jev

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from .._errors import InputError, TreeFormatError
+from .._files import temporary_beside
 from ._model import DocumentSpec, Node, NodeKind
 
 SCHEMA_VERSION = 1
@@ -121,10 +121,7 @@ class TreeWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, root_title: str = "") -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        self.tmp_path = Path(tmp)
+        self.tmp_path = temporary_beside(self.path)  # renamed into place by commit()
         self._db = sqlite3.connect(self.tmp_path, isolation_level=None)
         self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # before the first table: fewer,
         self._tune()  # fuller pages make bulk inserts of passage text faster
@@ -147,10 +144,7 @@ class TreeWriter:
         source.close()
         writer = cls.__new__(cls)
         writer.path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=writer.path.name + ".", suffix=".tmp",
-                                   dir=writer.path.parent)
-        os.close(fd)
-        writer.tmp_path = Path(tmp)
+        writer.tmp_path = temporary_beside(writer.path)
         src = sqlite3.connect(f"file:{writer.path}?mode=ro", uri=True)
         writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
         src.backup(writer._db)
@@ -327,12 +321,6 @@ class TreeWriter:
         self._flush()
         self._db.execute("UPDATE nodes SET parent=?, pos=? WHERE id=?",
                          (new_parent, self._next_pos(new_parent), node_id))
-
-    def set_order(self, parent: int, ordered_children: Sequence[int]) -> None:
-        """Set the reading order of `parent`'s children."""
-        self._flush()
-        self._db.executemany("UPDATE nodes SET pos=? WHERE id=? AND parent=?",
-                             [(pos, child, parent) for pos, child in enumerate(ordered_children)])
 
     def set_description(self, node_id: int, description: str) -> None:
         self._flush()
@@ -562,16 +550,6 @@ class Tree:
             if ref.isdigit():
                 return self.node(int(ref))
             raise
-
-    def nodes(self, ids: Sequence[int]) -> list[Node]:
-        """Several nodes by id, in the order given."""
-        found: dict[int, Node] = {}
-        for start in range(0, len(ids), 900):
-            chunk = ids[start:start + 900]
-            marks = ",".join("?" * len(chunk))
-            for node in self._many(f"SELECT {{}} FROM nodes WHERE id IN ({marks})", chunk):
-                found[node.id] = node
-        return [found[i] for i in ids]
 
     def children(self, node_id: int, limit: int | None = None) -> list[Node]:
         """The children of a node in reading order (the first `limit`)."""

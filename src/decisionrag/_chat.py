@@ -1,0 +1,90 @@
+"""The OpenAI-compatible chat provider: ``POST {base}/chat/completions`` through `decisionrag._http`.
+
+Shared by every chat user (the group describer, the answer model), so retries, deadlines,
+concurrency and error translation are those of the one HTTP layer. The caller chooses the
+exception family (`JUDGE_ERRORS` for the describer, `ANSWER_ERRORS` for answers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._http import DEFAULT_CONCURRENCY, JUDGE_ERRORS, ErrorFamily, HttpClient, RetryPolicy
+
+COMPLETIONS_PATH = "/chat/completions"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """The first choice's text and what the server reported about the call."""
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    seconds: float
+
+
+def chat_base_url(url: str) -> str:
+    """``http://host/v1`` or ``http://host/v1/chat/completions`` -> ``http://host/v1``."""
+    url = url.strip().rstrip("/")
+    return url[: -len(COMPLETIONS_PATH)] if url.endswith(COMPLETIONS_PATH) else url
+
+
+def bearer(api_key: str | None, env: str = "OPENAI_API_KEY") -> dict[str, str]:
+    """An ``Authorization`` header from `api_key` or the environment; none when neither is set."""
+    key = api_key if api_key is not None else os.environ.get(env, "").strip()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+class ChatClient:
+    """One model behind an OpenAI-compatible chat-completions endpoint."""
+
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None = None,
+        policy: RetryPolicy | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+        who: str | None = None, errors: ErrorFamily = JUDGE_ERRORS,
+    ) -> None:
+        self.base_url = chat_base_url(base_url)
+        self.model = model
+        self.who = who or f"chat model {model} at {self.base_url}"
+        self.errors = errors
+        self.http = HttpClient(self.base_url, headers=bearer(api_key), policy=policy,
+                               concurrency=concurrency, who=self.who, errors=errors)
+
+    @property
+    def attempts(self) -> int:
+        """Requests sent so far, retries included."""
+        return self.http.attempts
+
+    async def complete(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int | None = None,
+        temperature: float = 0.0, **extra: Any,
+    ) -> ChatReply:
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages),
+                                "temperature": temperature, **extra}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        payload, seconds = await self.http.post_json(COMPLETIONS_PATH, body)
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        return ChatReply(self._content(payload), _count(usage.get("prompt_tokens")),
+                         _count(usage.get("completion_tokens")), seconds)
+
+    def _content(self, payload: Any) -> str:
+        try:
+            content = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise self.errors.protocol(
+                f"{self.who}: no choices[0].message.content in {str(payload)[:200]}"
+            ) from exc
+        return str(content or "")
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

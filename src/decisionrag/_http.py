@@ -1,0 +1,375 @@
+"""The one outbound-HTTP layer of decisionrag: every call to a model server goes through here.
+
+HTTP judges, the group describer and the answer model all send their requests through
+`HttpClient` (the TypeSafe SDK judge through `with_retries` and `PerLoop` directly), so that
+concurrency, retries, deadlines and error translation behave the same for every caller:
+
+* at most `concurrency` requests in flight per judge (default 8); a request waiting to retry
+  does not hold a slot;
+* 408, 425, 429 and every 5xx, timeouts and connection errors are retried with exponential
+  backoff and jitter, honouring ``Retry-After`` (seconds or an HTTP date) and
+  ``retry-after-ms``, capped at `RetryPolicy.retry_after_cap`; all attempts and waits of one
+  call fit in `RetryPolicy.deadline` seconds; when they are spent, `JudgeUnavailable`;
+* any other 4xx (400, 401, 403, 404, 413, 422, ...) is final: `JudgeRequestError` carrying the
+  status and the server's own message;
+* a 2xx body that is not strict JSON (NaN and Infinity are not JSON) is `JudgeProtocolError`.
+
+The exception classes are those of an `ErrorFamily`: judges and the describer use
+`JUDGE_ERRORS` (above), the answer model `ANSWER_ERRORS` (every failure an `AnswerError`).
+Third-party (httpx) exceptions are translated here and nowhere else, always ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, TypeVar
+
+from ._errors import (
+    AnswerError,
+    JudgeConfigError,
+    JudgeProtocolError,
+    JudgeRequestError,
+    JudgeUnavailable,
+)
+
+T = TypeVar("T")
+
+DEFAULT_CONCURRENCY = 8
+RETRY_STATUSES = frozenset({408, 425, 429})  # and every 5xx
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorFamily:
+    """The exception classes one caller's HTTP failures are translated to."""
+
+    config: Callable[[str], Exception]
+    request: Callable[..., Exception]  # called as request(message, status=...)
+    unavailable: Callable[[str], Exception]
+    protocol: Callable[[str], Exception]
+
+
+JUDGE_ERRORS = ErrorFamily(JudgeConfigError, JudgeRequestError, JudgeUnavailable,
+                           JudgeProtocolError)
+ANSWER_ERRORS = ErrorFamily(AnswerError, AnswerError, AnswerError, AnswerError)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long and how often one judge call may try. All times in seconds."""
+
+    max_attempts: int = 5
+    backoff_initial: float = 0.5
+    backoff_max: float = 8.0
+    jitter: float = 0.25
+    retry_after_cap: float = 60.0
+    timeout: float = 60.0
+    deadline: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise JudgeConfigError("max_attempts must be at least 1")
+        if self.timeout <= 0 or self.deadline <= 0:
+            raise JudgeConfigError("timeout and deadline must be positive numbers of seconds")
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> RetryPolicy:
+        """Pop ``max_attempts``, ``timeout``, ``deadline``, ... out of judge options."""
+        fields = {"max_attempts": int, "backoff_initial": float, "backoff_max": float,
+                  "jitter": float, "retry_after_cap": float, "timeout": float, "deadline": float}
+        chosen = {name: kind(options.pop(name)) for name, kind in fields.items() if name in options}
+        return cls(**chosen)
+
+    def backoff(self, attempt: int) -> float:
+        """The wait after failed attempt number `attempt` (1-based) when the server names none."""
+        delay = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))
+        return delay * (1 - random.random() * self.jitter)
+
+
+class Retryable(Exception):
+    """An attempt failed in a way that may pass (throttling, server error, timeout)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True)
+class Reply:
+    """One HTTP response, read in full."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    seconds: float
+
+
+# ---------------------------------------------------------------- retries
+
+
+async def with_retries(
+    attempt: Callable[[float], Awaitable[T]], policy: RetryPolicy, who: str,
+    errors: ErrorFamily = JUDGE_ERRORS,
+) -> T:
+    """Run `attempt(timeout)` until it returns, raises a final error, or the policy is spent.
+
+    `attempt` raises `Retryable` for failures worth another try; anything else propagates.
+    """
+    start = time.monotonic()
+    last: Retryable | None = None
+    tries = 0
+    while tries < policy.max_attempts:
+        remaining = policy.deadline - (time.monotonic() - start)
+        if remaining <= 0:
+            break
+        tries += 1
+        try:
+            return await attempt(min(policy.timeout, remaining))
+        except Retryable as exc:
+            last = exc
+        delay = _next_delay(last, tries, policy)
+        if tries >= policy.max_attempts or time.monotonic() - start + delay >= policy.deadline:
+            break
+        await asyncio.sleep(delay)
+    elapsed = time.monotonic() - start
+    raise errors.unavailable(
+        f"{who}: gave up after {tries} attempt(s) in {elapsed:.1f}s: {last}"
+    ) from last
+
+
+def _next_delay(error: Retryable, tries: int, policy: RetryPolicy) -> float:
+    if error.retry_after is not None:
+        return min(max(0.0, error.retry_after), policy.retry_after_cap)
+    return policy.backoff(tries)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = _finite(lowered.get("retry-after-ms"))
+    if millis is not None and millis >= 0:
+        return millis / 1000
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    seconds = _finite(raw)
+    if seconds is not None:
+        return seconds if seconds >= 0 else None
+    try:
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _finite(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+# ---------------------------------------------------------------- statuses and bodies
+
+
+def is_retryable_status(status: int) -> bool:
+    """408, 425, 429 and every 5xx: worth another try."""
+    return status in RETRY_STATUSES or status >= 500
+
+
+def check_status(reply: Reply, who: str, errors: ErrorFamily = JUDGE_ERRORS) -> None:
+    """Nothing for 2xx; `Retryable` for 408/425/429/5xx; `errors.request` otherwise."""
+    status = reply.status
+    if 200 <= status < 300:
+        return
+    message = f"{who}: HTTP {status}: {server_message(reply.body)}"
+    if is_retryable_status(status):
+        raise Retryable(message, parse_retry_after(reply.headers))
+    if 300 <= status < 400:
+        where = reply.headers.get("location", "?")
+        message = f"{who}: HTTP {status} redirect to {where} (not followed: check the URL)"
+    raise errors.request(message, status=status)
+
+
+def server_message(body: bytes) -> str:
+    """The human part of an error body: FastAPI ``detail``, ``error``, ``message`` or text."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _shorten(text) or "(empty body)"
+    return _shorten(_message_of(data) or text)
+
+
+def _message_of(data: Any) -> str | None:
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, dict):
+        return None
+    for key in ("detail", "error", "message"):
+        value = data.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            return _message_of(value)
+        if key == "detail" and isinstance(value, list):
+            return "; ".join(_validation_item(item) for item in value[:5])
+    return None
+
+
+def _validation_item(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    location = [str(part) for part in item.get("loc", []) if part != "body"]
+    text = str(item.get("msg", item))
+    return f"{'.'.join(location)}: {text}" if location else text
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(body: bytes, who: str, errors: ErrorFamily = JUDGE_ERRORS) -> Any:
+    """Strict JSON: UTF-8, no NaN/Infinity; anything else is `errors.protocol`."""
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise errors.protocol(f"{who}: the response body is not UTF-8") from exc
+    except ValueError as exc:
+        start = body[:40].decode("utf-8", errors="replace")
+        raise errors.protocol(
+            f"{who}: the response body is not JSON ({exc}); it starts {start!r}"
+        ) from exc
+
+
+def dump_json(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+# ---------------------------------------------------------------- per-event-loop state
+
+
+class PerLoop(Generic[T]):
+    """One `factory()` value per running event loop.
+
+    Async HTTP clients and semaphores are bound to the loop they were first used in, and the
+    sync wrappers (`Judge.binary_sync`) start a fresh loop per call.
+    """
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._value: T | None = None
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        if self._value is None or self._loop is not loop:
+            self._value = self._factory()
+            self._loop = loop
+        return self._value
+
+    def current(self) -> T | None:
+        """The value for the running loop, if one was made in it."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self._value if self._loop is loop else None
+
+    def forget(self) -> None:
+        self._value = None
+        self._loop = None
+
+
+# ---------------------------------------------------------------- the client
+
+
+class HttpClient:
+    """JSON over HTTP with bounded concurrency and retries, for one judge or chat model.
+
+    `attempts` counts the requests actually sent (retries included)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        policy: RetryPolicy | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        who: str = "judge",
+        errors: ErrorFamily = JUDGE_ERRORS,
+    ) -> None:
+        if concurrency < 1:
+            raise errors.config(f"{who}: concurrency must be at least 1")
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers or {})
+        self.policy = policy or RetryPolicy()
+        self.concurrency = concurrency
+        self.who = who
+        self.errors = errors
+        self.attempts = 0
+        self._state: PerLoop[tuple[Any, asyncio.Semaphore]] = PerLoop(self._new_state)
+
+    def _new_state(self) -> tuple[Any, asyncio.Semaphore]:
+        import httpx
+
+        limits = httpx.Limits(max_connections=self.concurrency,
+                              max_keepalive_connections=self.concurrency)
+        client = httpx.AsyncClient(base_url=self.base_url, limits=limits,
+                                   follow_redirects=False)
+        return client, asyncio.Semaphore(self.concurrency)
+
+    async def post_json(self, path: str, payload: Any) -> tuple[Any, float]:
+        """POST `payload` to `path`; the decoded JSON answer and the seconds the call took."""
+        body = dump_json(payload)
+        start = time.perf_counter()
+
+        async def attempt(timeout: float) -> Reply:
+            reply = await self._send(path, body, timeout)
+            check_status(reply, self.who, self.errors)
+            return reply
+
+        reply = await with_retries(attempt, self.policy, self.who, self.errors)
+        return parse_json(reply.body, self.who, self.errors), time.perf_counter() - start
+
+    async def _send(self, path: str, body: bytes, timeout: float) -> Reply:
+        import httpx
+
+        client, slots = self._state.get()
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   **self.headers}
+        async with slots:
+            start = time.perf_counter()
+            self.attempts += 1
+            try:
+                response = await client.post(path, content=body, headers=headers,
+                                             timeout=timeout)
+            except httpx.TimeoutException as exc:
+                raise Retryable(f"{self.who}: no response within {timeout:.1f}s") from exc
+            except httpx.UnsupportedProtocol as exc:
+                raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
+            except httpx.TransportError as exc:
+                raise Retryable(f"{self.who}: connection failed: {exc!r}") from exc
+            except httpx.InvalidURL as exc:
+                raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
+        return Reply(response.status_code, response.headers, response.content,
+                     time.perf_counter() - start)
+
+    async def aclose(self) -> None:
+        state = self._state.current()
+        self._state.forget()
+        if state is not None:
+            await state[0].aclose()
