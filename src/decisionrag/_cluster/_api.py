@@ -31,8 +31,10 @@ from ._kmeans import (
     build_hierarchy,
     chain_order,
     document_labels,
+    members_by_group,
     typical_order,
 )
+from ._large import PARTITION_ROWS, partitioned_hierarchy
 from ._terms import distinctive_terms
 
 META_KEY = "clustering"
@@ -124,7 +126,7 @@ def cluster_documents(
     branching: int = DEFAULT_BRANCHING, seed: int = 0, min_size: int | None = None,
     max_size: int | None = None, describer: Describer | None = None, encode: EncodeFn | None = None,
     cache: str | os.PathLike[str] | None = None, use_cache: bool = True,
-    max_tokens: int = MAX_TOKENS,
+    max_tokens: int = MAX_TOKENS, partition_rows: int = PARTITION_ROWS,
 ) -> ClusterReport:
     """Cluster the documents directly under the root into described groups.
 
@@ -132,6 +134,7 @@ def cluster_documents(
     level holds more than `branching` groups. `model` names the sentence-transformers
     embedding model (default: bundled all-MiniLM-L6-v2); `encode` replaces the encoder.
     `describer` defaults to the offline extractive one; `max_tokens` truncates what is embedded.
+    More than `partition_rows` documents are clustered in partitions (`_large`).
     Same inputs and seed, same tree.
     """
     seconds: dict[str, float] = {}
@@ -140,8 +143,9 @@ def cluster_documents(
         k = resolve_groups(n_groups, len(flat), branching)
         docs = _embed_documents(flat, model, encode, cache, use_cache, progress, max_tokens)
     with _timed(seconds, "cluster"):
-        hierarchy, bounds = build_hierarchy(docs.vectors, k, branching=branching, seed=seed,
-                                            min_size=min_size, max_size=max_size)
+        cluster = build_hierarchy if len(docs.ids) <= partition_rows else partitioned_hierarchy
+        hierarchy, bounds = cluster(docs.vectors, k, branching=branching, seed=seed,
+                                    min_size=min_size, max_size=max_size)
     with _timed(seconds, "write"):
         group_ids = write_groups(writer, hierarchy, docs)
     describer = describer or ExtractiveDescriber()
@@ -197,6 +201,7 @@ def write_groups(writer: TreeWriter, hierarchy: Hierarchy, docs: _Docs) -> list[
     parents = [(writer.root_id, np.arange(len(levels[top].centroids)))]
     for depth in range(top, -1, -1):
         level, serial, next_parents = levels[depth], 0, []
+        children_of = members_by_group(level.labels, len(level.centroids)) if depth else []
         for parent_id, members in parents:
             for group in members[chain_order(level.centroids[members])]:
                 key = f"c:{depth}:{serial}"
@@ -204,13 +209,13 @@ def write_groups(writer: TreeWriter, hierarchy: Hierarchy, docs: _Docs) -> list[
                 group_ids[depth][group] = group_id
                 serial += 1
                 if depth:
-                    children = np.flatnonzero(level.labels == group)
-                    next_parents.append((group_id, children))
+                    next_parents.append((group_id, children_of[group]))
         parents = next_parents
     leaf = levels[0]
+    members_of = members_by_group(leaf.labels, len(leaf.centroids))
     for group, leaf_id in enumerate(group_ids[0]):
-        members = np.flatnonzero(leaf.labels == group)
-        ordered = members[typical_order(docs.vectors[members], leaf.centroids[group])]
+        members = members_of[group]
+        ordered = members[typical_order(np.asarray(docs.vectors[members]), leaf.centroids[group])]
         writer.place_children(int(leaf_id), [int(i) for i in docs.ids[ordered]])
     return group_ids
 
@@ -220,12 +225,13 @@ def sketches_for_level(hierarchy: Hierarchy, depth: int, docs: _Docs,
     """What describers read about every group of one level."""
     labels = document_labels(hierarchy.levels[: depth + 1])
     centroids = hierarchy.levels[depth].centroids
-    members_of = [np.flatnonzero(labels == g) for g in range(len(centroids))]
+    members_of = members_by_group(labels, len(centroids))
     terms = distinctive_terms([" ".join(term_text(docs.labels[i], docs.texts[i]) for i in m)
                                for m in members_of])
     sketches = []
     for group, members in enumerate(members_of):
-        typical = members[typical_order(docs.vectors[members], centroids[group])][:MAX_TITLES]
+        typical = members[typical_order(np.asarray(docs.vectors[members]),
+                                        centroids[group])][:MAX_TITLES]
         sketches.append(GroupSketch(keys[group], tuple(docs.labels[i] for i in typical),
                                     terms[group], len(members)))
     return sketches

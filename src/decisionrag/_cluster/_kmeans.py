@@ -12,6 +12,7 @@ balanced groups cannot all fit under b children).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,19 +213,41 @@ def build_hierarchy(vectors: np.ndarray, n_groups: int, *, branching: int = DEFA
                     seed: int = 0, min_size: int | None = None,
                     max_size: int | None = None) -> tuple[Hierarchy, Bounds]:
     """Leaf groups of the documents, then parent levels while a level exceeds `branching`."""
-    if branching < 2:
-        raise InputError(f"the branching factor must be at least 2, not {branching}")
+    check_branching(branching)
     bounds = default_bounds(len(vectors), n_groups, branching, min_size, max_size)
     hierarchy = Hierarchy([balanced_kmeans(vectors, n_groups, bounds, seed)])
+    stack_levels(hierarchy, vectors, branching, seed, group_centroids)
+    return hierarchy, bounds
+
+
+def check_branching(branching: int) -> None:
+    if branching < 2:
+        raise InputError(f"the branching factor must be at least 2, not {branching}")
+
+
+CentroidFn = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+
+def stack_levels(hierarchy: Hierarchy, vectors: np.ndarray, branching: int, seed: int,
+                 centroids_of: CentroidFn) -> None:
+    """Add parent levels above the top one while it exceeds `branching`; a parent's centroid
+    is the mean of all documents below it (`centroids_of(vectors, labels, k)`)."""
     while len(hierarchy.levels[-1].centroids) > branching:
         below = hierarchy.levels[-1]
         parents = auto_groups(len(below.centroids), branching)
         upper_bounds = default_bounds(len(below.centroids), parents, branching, max_size=branching)
         level = balanced_kmeans(below.centroids, parents, upper_bounds, seed, weights=below.sizes)
         doc_labels = document_labels([*hierarchy.levels, level])
-        level.centroids = group_centroids(vectors, doc_labels, len(level.centroids))
+        level.centroids = centroids_of(vectors, doc_labels, len(level.centroids))
         hierarchy.levels.append(level)
-    return hierarchy, bounds
+
+
+def members_by_group(labels: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """For every group, the indices labelled with it, ascending: one sort for all groups
+    (a scan per group costs N·k, which at 10 M documents and 46 k groups never finishes)."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_groups + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(n_groups)]
 
 
 def document_labels(levels: list[Level]) -> np.ndarray:
