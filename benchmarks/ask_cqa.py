@@ -26,8 +26,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from decisionrag._app import ask_once
 from decisionrag._judges import Judge, load_judge
-from decisionrag._navigate._ask import ask_once
 from decisionrag._query import Query
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conditionalqa-dev"
@@ -49,7 +49,7 @@ def load_qrels(folder: Path) -> dict[str, set[str]]:
 
 
 def ensure_tree(folder: Path, out: Path) -> Path:
-    from decisionrag._build import build_tree
+    from decisionrag import build_tree
 
     if not out.is_file():
         report = build_tree([folder / "corpus.jsonl"], out, format="jsonl")

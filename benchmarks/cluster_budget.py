@@ -31,8 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from decisionrag import Tree, TreeWriter
-from decisionrag._build import build_tree
+from decisionrag import Tree, TreeWriter, build_tree
 from decisionrag._cluster import ExtractiveDescriber, cluster_documents
 from decisionrag._embed import load_encoder
 from decisionrag._judges._base import BinaryRequest, Candidate, Judge

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import ray
 
-from decisionrag import Tree
-from decisionrag._build import build_tree
+from decisionrag import Tree, build_tree
 from decisionrag._errors import InputError
 from decisionrag._scale import RayOptions, build_on_ray, ray_encoder
 

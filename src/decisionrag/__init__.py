@@ -7,7 +7,8 @@
 ...     print(hit.score, " > ".join(hit.path), hit.node.text)
 """
 
-from ._build import BuildReport, build_tree
+from ._app import build_tree
+from ._build import BuildReport
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._errors import (
     DecisionRAGError,

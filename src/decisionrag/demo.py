@@ -60,13 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset", default="auto")
     parser.add_argument("--out", type=Path, default=Path("out/demo"))
     args = parser.parse_args(argv)
+    from ._app import ask
     from ._cli._ask import print_result
-    from ._navigate._ask import ask_once
 
     try:
         tree = ensure_tree(args.out)
         print(f"\nQuestion: {args.question}\n")
-        result = ask_once(tree, args.question, judge_id=args.judge, preset=args.preset, k=5)
+        result = ask(tree, args.question, judge_id=args.judge, preset=args.preset, k=5)
     except DecisionRAGError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2

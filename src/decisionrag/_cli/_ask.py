@@ -39,13 +39,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._navigate._ask import ask_once
+    from .._app import ask
 
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history)
-    result = ask_once(
+    result = ask(
         args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
         overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
                    "hybrid_k": args.hybrid_k},
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_result(result: Any, *, trace: bool, out: TextIO | None = None) -> None:
-    from .._navigate._show import format_hits, format_trace
+    from .._app import format_hits, format_trace
 
     out = out or sys.stdout
     print(format_hits(result), file=out)

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._tree import DocumentSpec
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -90,22 +88,15 @@ def _register_add(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=_run_add)
 
 
-def _read_sources(sources: Sequence[str], fmt: str) -> Iterator[DocumentSpec]:
-    from .._build import BuildReport, _documents, _plan
-
-    plan, _ignored = _plan(sources, fmt)
-    report = BuildReport(path=Path("."))
-    for source in plan:
-        yield from _documents(source, report, lambda _n: None)
-    for file, reason in report.skipped:
-        print(f"decisionrag: warning: skipped {file}: {reason}", file=sys.stderr)
+def _warn_skipped(file: str, reason: str) -> None:
+    print(f"decisionrag: warning: skipped {file}: {reason}", file=sys.stderr)
 
 
 def _run_add(args: argparse.Namespace) -> int:
-    from .._cluster import add_documents
+    from .._app import add_sources
 
-    report = add_documents(args.tree, _read_sources(args.sources, args.format),
-                           cache=args.cache_dir, progress=not args.quiet)
+    report = add_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
+                         progress=not args.quiet, on_skip=_warn_skipped)
     if report.added == 0:
         raise InputError(f"no documents found in {', '.join(args.sources)}; {args.tree} unchanged")
     if not args.quiet:

@@ -97,7 +97,7 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from .._build import build_tree
+    from .._app import build_tree
 
     if args.cluster_model and args.cluster is None:
         raise InputError("--cluster-model needs --cluster")

@@ -183,10 +183,10 @@ def ray_encoder(options: RayOptions, model: str | None = None, *, max_tokens: in
 
 def _ray_reader(plan: Sequence[Any], report: Any, advance: Callable[[int], None],
                 ) -> Iterator[Any]:
-    from .._build import _size
+    from .._build import source_size
 
     for source, result in ray_read(plan):
-        advance(_size(source.path))
+        advance(source_size(source.path))
         if isinstance(result, str):
             report.skipped.append((str(source.path), result))
         else:
@@ -199,11 +199,11 @@ def build_on_ray(
     cluster_options: dict[str, Any] | None = None, progress: bool = False,
     encode: Callable[[Sequence[str]], np.ndarray] | None = None,
 ) -> Any:
-    """`decisionrag._build.build_tree` with parsing and embedding on Ray (see the module
+    """`decisionrag.build_tree` with parsing and embedding on Ray (see the module
     docstring); returns its `BuildReport`. `encode` replaces the workers' sentence encoder
     (it must pickle with cloudpickle). Embeddings are not cached: a distributed build is
     meant to run once, and its vectors are too many for the per-corpus cache file."""
-    from .._build import build_tree
+    from .._app import build_tree
 
     options = options or RayOptions()
     with ray_session(options):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ._result import Result, StageTrace
+from .._navigate import Result, StageTrace
 
 SHOWN_PER_STAGE = 5  # kept nodes listed under each stage of the trace
 

@@ -1,0 +1,47 @@
+"""The application layer: the use-cases every shell shares (CLI, server, integrations, demo).
+
+Shells parse their input, call one of these, and print or serialise the result; they hold no
+logic of their own. Everything here is composed from the engines below (build, cluster,
+navigate, eval) and the judges; nothing below imports this package.
+
+Asking
+    `open_navigator(tree, judge, preset, ...)` -> a long-lived `Navigator` (tree opened,
+    judge loaded, preset chosen, hybrid retriever attached); `aask` / `ask` retrieve;
+    `close_navigator` / `aclose_navigator` release; `ask_once` is `ask`.
+    `load_retriever(tree, "bm25" | "dense")` builds a flat retriever.
+Showing
+    `format_hits(result)`, `format_trace(result)`: the plain-text views of a `Result`.
+Building
+    `build_tree(sources, out, cluster=...)` (build plus clustering, atomic);
+    `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`.
+"""
+
+from ._ask import (
+    HYBRID_KINDS,
+    aask,
+    aclose_navigator,
+    ask,
+    ask_once,
+    close_navigator,
+    load_retriever,
+    open_navigator,
+)
+from ._build import add_sources, build_tree, read_documents
+from ._display import format_hits, format_trace, shorten
+
+__all__ = [
+    "HYBRID_KINDS",
+    "aask",
+    "aclose_navigator",
+    "add_sources",
+    "ask",
+    "ask_once",
+    "build_tree",
+    "close_navigator",
+    "format_hits",
+    "format_trace",
+    "load_retriever",
+    "open_navigator",
+    "read_documents",
+    "shorten",
+]

@@ -1,0 +1,82 @@
+"""Building: sources → a tree file, clustered when asked; new documents into a tree.
+
+`decisionrag._build` turns sources into documents and writes the tree; `decisionrag._cluster`
+adds group levels. This module is where the two meet, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._build import BuildReport, Reader
+from .._build import build_tree as write_tree
+from .._build import read_documents as _read_documents
+from .._tree import DocumentSpec, TreeWriter
+
+OnSkip = Callable[[str, str], None]  # (file, reason)
+
+
+def build_tree(
+    sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
+    cluster: int | str | None = None, cluster_model: str | None = None,
+    cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
+    reader: Reader | None = None,
+) -> BuildReport:
+    """Build a tree file at `out` from files and folders (see `decisionrag._build`).
+
+    `cluster` (a number of groups or ``"auto"``) adds topic groups above the documents before
+    the file is committed; `cluster_options` go to `decisionrag.cluster_documents`
+    (branching, seed, describer, cache, encode, ...). The clustering report is kept in
+    `BuildReport.cluster`. `reader` replaces how planned sources become documents (a build
+    engine, e.g. Ray); documents must come in plan order."""
+    finish = None
+    if cluster is not None:
+        finish = _cluster_step(cluster, cluster_model, dict(cluster_options or {}))
+    return write_tree(sources, out, format=format, progress=progress, reader=reader,
+                      finish=finish)
+
+
+def _cluster_step(n_groups: int | str, model: str | None,
+                  options: dict[str, Any]) -> Callable[[TreeWriter, bool], Any]:
+    def step(writer: TreeWriter, progress: bool) -> Any:
+        from .._cluster import cluster_documents  # lazily: scikit-learn and the encoder are heavy
+
+        return cluster_documents(writer, n_groups, model=model, progress=progress, **options)
+
+    return step
+
+
+def read_documents(
+    sources: Sequence[str | Path], format: str = "auto", *, on_skip: OnSkip | None = None
+) -> Iterator[DocumentSpec]:
+    """The documents `build_tree` would read from `sources`, in the same order; each skipped
+    file (unreadable, undecodable, empty) is reported to `on_skip(file, reason)`."""
+    skipped: list[tuple[str, str]] = []
+    reported = 0
+    for document in _read_documents(sources, format, skipped=skipped):
+        reported = _report(skipped, reported, on_skip)
+        yield document
+    _report(skipped, reported, on_skip)
+
+
+def _report(skipped: list[tuple[str, str]], reported: int, on_skip: OnSkip | None) -> int:
+    if on_skip is not None:
+        for file, reason in skipped[reported:]:
+            on_skip(file, reason)
+    return len(skipped)
+
+
+def add_sources(
+    tree: str | os.PathLike[str], sources: Sequence[str | Path], *, format: str = "auto",
+    cache: str | os.PathLike[str] | None = None, progress: bool = False,
+    on_skip: OnSkip | None = None,
+) -> Any:
+    """Add the documents of `sources` to an existing tree (`decisionrag.add_documents`:
+    each to the nearest existing group); returns its report. The file is replaced atomically."""
+    from .._cluster import add_documents
+
+    return add_documents(tree, read_documents(sources, format, on_skip=on_skip), cache=cache,
+                         progress=progress)

@@ -1,0 +1,177 @@
+"""Sources → documents: which files a build reads (planning), and reading them.
+
+Folders are walked recursively in name order (hidden entries and links to folders skipped);
+see `decisionrag._build` for the rules. Nothing here writes a tree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import InputError
+from .._tree import DocumentSpec
+from ._common import ParsedDocument, title_from_filename
+from ._html import parse_html
+from ._jsonl import iter_jsonl
+from ._markdown import parse_markdown
+from ._metadata import file_metadata
+from ._text import parse_text
+
+FORMATS = ("auto", "jsonl", "markdown", "html", "text")
+_EXTENSIONS = {
+    ".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown",
+    ".html": "html", ".htm": "html", ".txt": "text", ".text": "text", "": "text",
+}
+_PARSERS: dict[str, Callable[[str, str], ParsedDocument]] = {
+    "markdown": parse_markdown, "html": parse_html, "text": parse_text,
+}
+
+Progress = Callable[[int], None]
+Skipped = list[tuple[str, str]]  # (file, reason)
+
+
+@dataclass(frozen=True)
+class _Source:
+    path: Path
+    format: str
+    groups: tuple[str, ...]
+    key: str  # the document key for single-document formats; JSONL keeps its doc_ids
+
+
+def format_of(path: Path) -> str | None:
+    """The format `auto` picks for a file, or None for an extension it does not read."""
+    return _EXTENSIONS.get(path.suffix.lower())
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot list folder ({exc.strerror})") from exc
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir(follow_symlinks=False):  # linked folders could loop
+            yield from _walk(Path(entry.path))
+        elif entry.is_file():
+            yield Path(entry.path)
+
+
+def _plan(sources: Sequence[str | Path], fmt: str) -> tuple[list[_Source], int]:
+    """The files to read, with their formats, groups and keys; and how many were ignored."""
+    planned: list[_Source] = []
+    ignored = 0
+    folders = [Path(s) for s in sources if Path(s).is_dir()]
+    for source in map(Path, sources):
+        if source.is_file():
+            planned.append(_single_file(source, fmt))
+        elif source.is_dir():
+            outer = (source.resolve().name,) if len(folders) > 1 else ()
+            for file in _walk(source):
+                file_format = format_of(file)
+                if file_format is None or fmt not in ("auto", file_format):
+                    ignored += 1
+                    continue
+                relative = file.relative_to(source)
+                groups = outer + relative.parent.parts
+                planned.append(_Source(file, file_format, groups, "/".join(outer + relative.parts)))
+        else:
+            raise InputError(f"{source}: no such file or folder")
+    return planned, ignored
+
+
+def _single_file(path: Path, fmt: str) -> _Source:
+    file_format = fmt if fmt != "auto" else format_of(path)
+    if file_format is None:
+        raise InputError(f"{path}: cannot tell the format from the extension "
+                         f"{path.suffix!r}; pass --format (one of {', '.join(FORMATS[1:])})")
+    return _Source(path, file_format, (), path.name)
+
+
+def _read_document(source: _Source) -> DocumentSpec | str:
+    """The document of a single-document file, or the reason it is skipped."""
+    try:
+        data = source.path.read_bytes()
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return "undecodable (not UTF-8)"
+    try:
+        parsed = _PARSERS[source.format](text, title_from_filename(source.path.stem))
+    except RecursionError:
+        return "unparseable (nested too deeply)"
+    if not parsed.passages:
+        return "empty"
+    return DocumentSpec(title=parsed.title, passages=parsed.passages, key=source.key,
+                        groups=source.groups, meta={**file_metadata(source.path), **parsed.meta})
+
+
+def read_source(source: _Source) -> list[DocumentSpec] | str:
+    """All documents of one planned source, or the reason it is skipped (no progress, no
+    report: what a build engine's worker runs). A malformed JSONL file raises `InputError`."""
+    if source.format != "jsonl":
+        document = _read_document(source)
+        return document if isinstance(document, str) else [document]
+    try:
+        documents = list(iter_jsonl(source.path, source.groups))
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return documents or "empty"
+
+
+def _documents(source: _Source, skipped: Skipped, advance: Progress) -> Iterator[DocumentSpec]:
+    if source.format == "jsonl":
+        yield from _jsonl_documents(source, skipped, advance)
+        return
+    document = _read_document(source)
+    advance(source_size(source.path))
+    if isinstance(document, str):
+        skipped.append((str(source.path), document))
+    else:
+        yield document
+
+
+def _jsonl_documents(
+    source: _Source, skipped: Skipped, advance: Progress
+) -> Iterator[DocumentSpec]:
+    count = 0
+    try:
+        for document in iter_jsonl(source.path, source.groups, progress=advance):
+            count += 1
+            yield document
+    except OSError as exc:
+        skipped.append((str(source.path), f"unreadable ({exc.strerror or exc})"))
+        return
+    if count == 0:
+        skipped.append((str(source.path), "empty"))
+
+
+def source_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def plan_sources(sources: Sequence[str | Path], fmt: str = "auto") -> tuple[list[_Source], int]:
+    """The files a build of `sources` reads, in order, and how many files were ignored."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return _plan(sources, fmt)
+
+
+def read_documents(
+    sources: Sequence[str | Path], fmt: str = "auto", *,
+    skipped: Skipped | None = None, advance: Progress | None = None,
+) -> Iterator[DocumentSpec]:
+    """The documents of `sources` in build order; files skipped (unreadable, empty, ...) are
+    appended to `skipped` as (file, reason)."""
+    plan, _ignored = plan_sources(sources, fmt)
+    sink: Skipped = [] if skipped is None else skipped
+    for source in plan:
+        yield from _documents(source, sink, advance or (lambda _n: None))
