@@ -53,6 +53,7 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
+from ._fleet import FLEET_OPTIONS, FleetTransport, split_urls
 from ._http import (
     DEFAULT_CONCURRENCY,
     HttpClient,
@@ -419,13 +420,20 @@ def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
     if not url.startswith(("http://", "https://")):
         raise JudgeConfigError(f"{who}: give the server's root URL, e.g. "
                                "jev-compatible:http://127.0.0.1:8000")
+    fleet = [u.removesuffix(SYSTEM_ONE_PATH) for u in split_urls(url)] if "," in url else []
     root = url.rstrip("/").removesuffix(SYSTEM_ONE_PATH)
     model = str(options.pop("model", "jev-latest"))
     policy, concurrency, limits, price = _pop_common(options, SELF_HOSTED_LIMITS, None)
     key = options.pop("api_key", None) or os.environ.get("JEV_COMPATIBLE_API_KEY", "").strip()
+    fleet_options = {name: float(options.pop(name)) for name in FLEET_OPTIONS if name in options}
     _no_leftovers(options, who)
     # no Authorization header without a key: some servers refuse one when auth is off
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    client = HttpClient(root, headers=headers, policy=policy, concurrency=concurrency, who=who)
-    return JevJudge(model, HttpTransport(client), limits=limits,
-                    price_per_million_input=price, who=who)
+    transport: _Transport
+    if fleet:
+        transport = FleetTransport(fleet, path=SYSTEM_ONE_PATH, headers=headers, policy=policy,
+                                   concurrency=concurrency, who=who, **fleet_options)
+    else:
+        client = HttpClient(root, headers=headers, policy=policy, concurrency=concurrency, who=who)
+        transport = HttpTransport(client)
+    return JevJudge(model, transport, limits=limits, price_per_million_input=price, who=who)
