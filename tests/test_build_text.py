@@ -101,7 +101,7 @@ def test_explicit_format_and_unknown_extension(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
         build_tree([tmp_path / "missing"], tmp_path / "t2.tree")
     with pytest.raises(InputError, match="unknown format"):
-        build_tree([log], tmp_path / "t2.tree", format="pdf")
+        build_tree([log], tmp_path / "t2.tree", format="odt")
 
 
 @pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")

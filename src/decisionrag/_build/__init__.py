@@ -8,6 +8,8 @@ or an interrupt leaves no file at `out`). Formats, picked by extension with ``fo
 ``.md .markdown``     Markdown (:mod:`._markdown`)
 ``.html .htm``        HTML (:mod:`._html`)
 ``.txt .text``, none  plain text with headings recovered from layout (:mod:`._text`)
+``.pdf``              PDF: outline or layout headings, paragraphs with pages (:mod:`._pdf`)
+``.docx``             Word: heading styles, paragraphs, list items, table rows (:mod:`._docx`)
 ====================  ===================================================================
 
 Folders are walked recursively in name order (hidden entries and links to folders skipped);

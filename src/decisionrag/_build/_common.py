@@ -18,6 +18,10 @@ class ParsedDocument:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class Skip(Exception):
+    """A file that cannot be read as a document; the message is the reason it is skipped."""
+
+
 class SectionStack:
     """The headings open at the current point of a document, with their levels.
 

@@ -13,20 +13,26 @@ from pathlib import Path
 
 from .._errors import InputError
 from .._tree import DocumentSpec
-from ._common import ParsedDocument, title_from_filename
+from ._common import ParsedDocument, Skip, title_from_filename
+from ._docx import parse_docx
 from ._html import parse_html
 from ._jsonl import iter_jsonl
 from ._markdown import parse_markdown
 from ._metadata import file_metadata
+from ._pdf import parse_pdf
 from ._text import parse_text
 
-FORMATS = ("auto", "jsonl", "markdown", "html", "text")
+FORMATS = ("auto", "jsonl", "markdown", "html", "text", "pdf", "docx")
 _EXTENSIONS = {
     ".jsonl": "jsonl", ".md": "markdown", ".markdown": "markdown",
     ".html": "html", ".htm": "html", ".txt": "text", ".text": "text", "": "text",
+    ".pdf": "pdf", ".docx": "docx",
 }
 _PARSERS: dict[str, Callable[[str, str], ParsedDocument]] = {
     "markdown": parse_markdown, "html": parse_html, "text": parse_text,
+}
+_BINARY_PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
+    "pdf": parse_pdf, "docx": parse_docx,
 }
 
 Progress = Callable[[int], None]
@@ -97,14 +103,18 @@ def _read_document(source: _Source) -> DocumentSpec | str:
         data = source.path.read_bytes()
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"
+    fallback = title_from_filename(source.path.stem)
     try:
-        text = data.decode("utf-8-sig")
+        if source.format in _BINARY_PARSERS:
+            parsed = _BINARY_PARSERS[source.format](data, fallback)
+        else:
+            parsed = _PARSERS[source.format](data.decode("utf-8-sig"), fallback)
     except UnicodeDecodeError:
         return "undecodable (not UTF-8)"
-    try:
-        parsed = _PARSERS[source.format](text, title_from_filename(source.path.stem))
     except RecursionError:
         return "unparseable (nested too deeply)"
+    except Skip as exc:
+        return str(exc)
     if not parsed.passages:
         return "empty"
     return DocumentSpec(title=parsed.title, passages=parsed.passages, key=source.key,

@@ -55,9 +55,9 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--format", choices=FORMATS, default="auto",
                         help="source format; 'auto' (default) picks by extension: .jsonl = the "
                         "benchmark format, .md/.markdown, .html/.htm, .txt/.text or no extension "
-                        "= plain text. In folders only files of the chosen format (any of these "
-                        "with 'auto') are read, others are ignored; a file named on the command "
-                        "line is read in the chosen format whatever its extension")
+                        "= plain text, .pdf, .docx (Word). In folders only files of the chosen "
+                        "format (any of these with 'auto') are read, others are ignored; a file "
+                        "named on the command line is read in the chosen format whatever its extension")
     parser.add_argument("--cluster", type=_cluster_arg, metavar="N|auto",
                         help="group the documents into N topic clusters (or a number chosen from "
                         "the corpus size with 'auto') above the document level; for flat corpora "
@@ -96,6 +96,9 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="with --engine ray: the workers' encoder precision (default auto)")
 
 
+_SKIPS_LISTED = 20  # skipped files named one per line; the warning counts them all
+
+
 def _run_build(args: argparse.Namespace) -> int:
     from .._app import build_tree
 
@@ -119,6 +122,8 @@ def _run_build(args: argparse.Namespace) -> int:
         report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
                             cluster_model=args.cluster_model, cluster_options=options,
                             progress=not args.quiet)
+    for file, reason in report.skipped[:_SKIPS_LISTED]:
+        print(f"decisionrag: skipped {file}: {reason}", file=sys.stderr)
     warning = report.warning()
     if warning:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
