@@ -87,7 +87,7 @@ def parse_options(text: str) -> dict[str, str]:
     return options
 
 
-def load_judge(judge_id: str = "embedded", **options: Any) -> Judge:
+def load_judge(judge_id: str | Any = "embedded", **options: Any) -> Judge:
     """A judge from its id, e.g. ``typesafe:jev-1.13``, ``jev-compatible:http://127.0.0.1:8000``,
     ``local:/models/qwen3-1.7b``, ``embedded``, ``scripted``, ``simulated:latency=0.2``.
 
@@ -95,17 +95,48 @@ def load_judge(judge_id: str = "embedded", **options: Any) -> Judge:
     ``price_per_million_input=0.042``, the embedded judge's ``cache_dir``), except
     ``judgment_cache=PATH``, which wraps the judge in an on-disk judgment cache (see
     `CachedJudge`); an empty or None path means no cache.
+
+    `judge_id` may also be a model object: a `Judge` (returned as it is, or cached), or a
+    LangChain ``BaseDecisionModel`` (wrapped; needs the ``langchain`` extra).
     """
     judgment_cache = options.pop("judgment_cache", None)
+    if not isinstance(judge_id, str):
+        judge = _judge_of(judge_id, options)
+    else:
+        judge = _judge_by_id(judge_id, options)
+    if judgment_cache:
+        from ._cache import CachedJudge
+
+        return CachedJudge(judge, judgment_cache)
+    return judge
+
+
+def _judge_of(model: Any, options: dict[str, Any]) -> Judge:
+    """A judge from an object: ours as it is, a LangChain decision model wrapped."""
+    if isinstance(model, Judge):
+        if options:
+            raise JudgeConfigError(f"options {sorted(options)} cannot apply to a judge object")
+        return model
+    if any(cls.__name__ == "BaseDecisionModel" and cls.__module__.startswith("langchain_core")
+           for cls in type(model).__mro__):
+        from ._langchain import judge_from_langchain
+
+        try:
+            return judge_from_langchain(model, **options)
+        except TypeError as exc:
+            raise JudgeConfigError(str(exc)) from exc
+    raise JudgeConfigError(
+        f"load_judge takes a judge id, a Judge or a LangChain BaseDecisionModel, "
+        f"not {type(model).__name__}"
+    )
+
+
+def _judge_by_id(judge_id: str, options: dict[str, Any]) -> Judge:
     parsed = parse_judge_id(judge_id)
     module_name, factory_name = _BACKENDS[parsed.backend]
     factory = getattr(importlib.import_module(module_name), factory_name)
     judge: Judge = factory(parsed.model, **options)
     judge.name = judge_id
-    if judgment_cache:
-        from ._cache import CachedJudge
-
-        return CachedJudge(judge, judgment_cache)
     return judge
 
 
