@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("langchain_core.decisions")
 pytest.importorskip("langchain_tests")
 
-from langchain_core.decisions import (  # noqa: E402
+from langchain_core.decisions import (
     BaseDecisionModel,
     Choice,
     ChoiceAnswer,
@@ -24,11 +24,12 @@ from langchain_core.decisions import (  # noqa: E402
     NoulAnswer,
     Score,
 )
-from langchain_core.documents import Document  # noqa: E402
-from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
-from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from pydantic import Field
 
-from decisionrag import (  # noqa: E402
+from decisionrag import (
     BinaryRequest,
     Candidate,
     ChoiceRequest,
@@ -40,7 +41,7 @@ from decisionrag import (  # noqa: E402
     build_tree,
     load_judge,
 )
-from decisionrag.integrations.langchain import (  # noqa: E402
+from decisionrag.integrations.langchain import (
     DecisionRAGDecisionModel,
     DecisionRAGRetriever,
     LangChainJudge,
@@ -149,7 +150,7 @@ class KeywordDecisionModel(BaseDecisionModel):
     model: str = "keyword-fake"
     fail: bool = False
     wrong_type: bool = False
-    seen: list[Any] = []
+    seen: list[Any] = Field(default_factory=list)
 
     @property
     def _provider(self) -> str:
@@ -178,7 +179,7 @@ class KeywordDecisionModel(BaseDecisionModel):
 
 
 async def test_a_langchain_decision_model_is_a_judge() -> None:
-    model = KeywordDecisionModel(seen=[])
+    model = KeywordDecisionModel()
     judge = load_judge(model)
     assert isinstance(judge, LangChainJudge)
     request = BinaryRequest(context="The Normans conquered England in 1066.",
@@ -196,7 +197,7 @@ async def test_a_langchain_decision_model_is_a_judge() -> None:
 
 
 async def test_max_questions_splits_a_binary_request_over_the_same_state() -> None:
-    model = KeywordDecisionModel(seen=[])
+    model = KeywordDecisionModel()
     judge = judge_from_langchain(model, max_questions=2)
     questions = tuple(f"word{i} here" for i in range(5))
     result = await judge.binary(BinaryRequest(context="word3 is here", questions=questions))
@@ -213,7 +214,7 @@ async def test_provider_failures_and_wrong_answers_become_judge_errors() -> None
 
 
 def test_a_langchain_model_walks_a_tree(xquad_tree: Path) -> None:
-    judge = load_judge(KeywordDecisionModel(seen=[]))
+    judge = load_judge(KeywordDecisionModel())
     with Tree.open(xquad_tree) as tree:
         result = Navigator(tree, judge, "auto").retrieve("Normans", k=3)
     assert len(result.hits) == 3 and result.usage.requests >= 2
@@ -236,7 +237,8 @@ def test_our_judge_is_a_langchain_decision_model() -> None:
     assert list(response.answers) == ["refund", "team", "urgent", "level"]
     assert response.nouls["refund"].noul == 0.9 and response.nouls["urgent"].noul == 0.2
     team = response.choices["team"]
-    assert team.choice == "billing" and team.probabilities == pytest.approx({"billing": 0.75, "technical": 0.25})
+    assert team.choice == "billing"
+    assert team.probabilities == pytest.approx({"billing": 0.75, "technical": 0.25})
     assert 0 < team.confidence < 1
     level = response.scores["level"]
     assert level.score == pytest.approx(1.0) and level.legend == {0: "calm", 1: "annoyed", 2: "angry"}
