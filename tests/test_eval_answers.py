@@ -168,3 +168,49 @@ def _em_expected(report: dict[str, Any], query: str) -> float:
     texts = {"p1": "The Eiffel Tower", "p2": "308 points", "p3": "Paris, France."}
     top = report["runs"]["bm25"][query][0]
     return exact_match(texts[top], answers[query])
+
+
+def test_token_f1_is_squads() -> None:
+    from decisionrag._eval._answers import token_f1
+
+    assert token_f1("the Eiffel Tower", ["Eiffel Tower"]) == 1.0
+    assert token_f1("Eiffel", ["Eiffel Tower"]) == pytest.approx(2 / 3)  # p 1, r 1/2
+    assert token_f1("tower tower eiffel", ["Eiffel Tower"]) == pytest.approx(0.8)  # p 2/3, r 1
+    assert token_f1("Paris", ["308 points", "paris!"]) == 1.0  # the best reference
+    assert token_f1("no", ["yes"]) == 0.0
+    assert token_f1("", [""]) == 1.0 and token_f1("a", ["x"]) == 0.0  # "a" normalises to nothing
+
+
+def test_cli_answers_reports_em_and_token_f1(
+    server: str, dataset_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from decisionrag._eval._answers import token_f1
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("DECISIONRAG_GENERATOR", "openai-compatible:stand-in")
+    out = tmp_path / "r.json"
+    code = main(["eval", str(dataset_dir), "--systems", "bm25", "--answers", "--base-url", server,
+                 "--json", str(out), "--cache-dir", str(tmp_path / "c"), "--no-progress",
+                 "--keep-runs", "1"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    answers = {"a": ["Eiffel Tower"], "b": ["308", "308 points"], "c": ["Paris"]}
+    texts = {"p1": "The Eiffel Tower", "p2": "308 points", "p3": "Paris, France."}
+    expected = sum(token_f1(texts[report["runs"]["bm25"][q][0]], answers[q]) for q in "abc") / 3
+    assert report["systems"]["bm25"]["qa_token_f1"] == pytest.approx(expected)
+    assert "qa_exact_match" in report["systems"]["bm25"]
+    table = capsys.readouterr().out
+    assert "qa_token_f1" in table and "qa_exact_match" in table
+    assert all(r["body"]["model"] == "stand-in" for r in _StandIn.requests)
+
+
+def test_cli_answers_without_a_generator_says_how(
+    dataset_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DECISIONRAG_GENERATOR", raising=False)
+    code = main(["eval", str(dataset_dir), "--systems", "bm25", "--answers", "--no-progress",
+                 "--cache-dir", str(tmp_path / "c")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--generator openai-compatible:MODEL" in err and "DECISIONRAG_GENERATOR" in err

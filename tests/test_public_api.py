@@ -18,6 +18,9 @@ EXPECTED = {
     "Turn", "Usage", "__version__", "build_tree", "get_preset", "load_judge",
     "BM25Retriever", "DenseRetriever", "ClusterReport", "EvalSettings", "add_documents",
     "cluster_documents", "evaluate", "load_dataset", "paired_bootstrap", "rebalance",
+    # answers with citations (#15)
+    "Answer", "AnswerError", "AnswerEvent", "Citation", "OpenAICompatibleGenerator", "aanswer", "answer",
+    "astream_answer", "load_generator", "stream_answer",
 }
 
 
@@ -38,6 +41,7 @@ def test_exception_tree() -> None:
                   decisionrag.JudgeUnavailable, decisionrag.JudgeProtocolError):
         assert issubclass(error, decisionrag.JudgeError)
     assert issubclass(decisionrag.MissingDependency, ImportError)
+    assert issubclass(decisionrag.AnswerError, decisionrag.DecisionRAGError)
 
 
 def test_import_is_light() -> None:

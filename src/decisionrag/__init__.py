@@ -7,10 +7,22 @@
 ...     print(hit.score, " > ".join(hit.path), hit.node.text)
 """
 
+from ._answer import (
+    Answer,
+    AnswerEvent,
+    Citation,
+    OpenAICompatibleGenerator,
+    aanswer,
+    answer,
+    astream_answer,
+    load_generator,
+    stream_answer,
+)
 from ._app import build_tree
 from ._build import BuildReport
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._errors import (
+    AnswerError,
     DecisionRAGError,
     InputError,
     JudgeConfigError,
@@ -62,6 +74,9 @@ from ._version import __version__
 
 __all__ = [
     "PRESET_NAMES",
+    "Answer",
+    "AnswerError",
+    "AnswerEvent",
     "BM25Retriever",
     "BinaryRequest",
     "BinaryResult",
@@ -71,6 +86,7 @@ __all__ = [
     "ChoiceRequest",
     "ChoiceResult",
     "ChoiceSettings",
+    "Citation",
     "ClusterReport",
     "Conversation",
     "DecisionRAGError",
@@ -95,6 +111,7 @@ __all__ = [
     "Node",
     "NodeKind",
     "NotepadSettings",
+    "OpenAICompatibleGenerator",
     "PassageSpec",
     "Preset",
     "Query",
@@ -111,13 +128,18 @@ __all__ = [
     "Turn",
     "Usage",
     "__version__",
+    "aanswer",
     "add_documents",
+    "answer",
+    "astream_answer",
     "build_tree",
     "cluster_documents",
     "evaluate",
     "get_preset",
     "load_dataset",
+    "load_generator",
     "load_judge",
     "paired_bootstrap",
     "rebalance",
+    "stream_answer",
 ]

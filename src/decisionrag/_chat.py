@@ -8,11 +8,21 @@ exception family (`JUDGE_ERRORS` for the describer, `ANSWER_ERRORS` for answers)
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._http import DEFAULT_CONCURRENCY, JUDGE_ERRORS, ErrorFamily, HttpClient, RetryPolicy
+from ._http import (
+    DEFAULT_CONCURRENCY,
+    JUDGE_ERRORS,
+    ErrorFamily,
+    HttpClient,
+    RetryPolicy,
+    dump_json,
+    parse_json,
+    server_message,
+)
 
 COMPLETIONS_PATH = "/chat/completions"
 
@@ -72,6 +82,50 @@ class ChatClient:
         usage = usage if isinstance(usage, dict) else {}
         return ChatReply(self._content(payload), _count(usage.get("prompt_tokens")),
                          _count(usage.get("completion_tokens")), seconds)
+
+    async def stream(
+        self, messages: Sequence[dict[str, str]], *, max_tokens: int | None = None,
+        temperature: float = 0.0, **extra: Any,
+    ) -> AsyncIterator[ChatReply]:
+        """The reply as it is written: server-sent ``data:`` chunks, each a `ChatReply` with
+        the new text; the server's token counts ride on the chunk that reports them
+        (``stream_options.include_usage``). A stream that stops before ``[DONE]`` or a
+        finish reason, or that reports an error, is the family's `unavailable` error."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages),
+                                "temperature": temperature, "stream": True,
+                                "stream_options": {"include_usage": True}, **extra}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        start = time.perf_counter()
+        finished = False
+        async for line in self.http.post_lines(COMPLETIONS_PATH, body):
+            if not line.startswith("data:"):
+                continue  # blank separators, ": keep-alive" comments, event: and id: fields
+            data = line[len("data:"):].strip()
+            if data == "[DONE]":
+                return
+            chunk = parse_json(data.encode("utf-8"), self.who, self.errors)
+            piece, done = self._piece(chunk, time.perf_counter() - start)
+            finished = finished or done
+            if piece.text or piece.input_tokens is not None or piece.output_tokens is not None:
+                yield piece
+        if not finished:
+            raise self.errors.unavailable(f"{self.who}: the stream ended before the reply was finished")
+
+    def _piece(self, chunk: Any, seconds: float) -> tuple[ChatReply, bool]:
+        if not isinstance(chunk, dict):
+            raise self.errors.protocol(f"{self.who}: a stream chunk is not an object: {str(chunk)[:200]}")
+        if "error" in chunk:
+            detail = server_message(dump_json(chunk))
+            raise self.errors.unavailable(f"{self.who}: the server failed mid-stream: {detail}")
+        usage = chunk["usage"] if isinstance(chunk.get("usage"), dict) else {}
+        choices = chunk.get("choices") or []
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        delta = first["delta"] if isinstance(first.get("delta"), dict) else {}
+        text = delta.get("content")
+        return (ChatReply(text if isinstance(text, str) else "", _count(usage.get("prompt_tokens")),
+                          _count(usage.get("completion_tokens")), seconds),
+                first.get("finish_reason") is not None)
 
     def _content(self, payload: Any) -> str:
         try:

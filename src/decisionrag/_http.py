@@ -22,11 +22,12 @@ Third-party (httpx) exceptions are translated here and nowhere else, always ``ra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
@@ -346,27 +347,74 @@ class HttpClient:
         return parse_json(reply.body, self.who, self.errors), time.perf_counter() - start
 
     async def _send(self, path: str, body: bytes, timeout: float) -> Reply:
-        import httpx
-
         client, slots = self._state.get()
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    **self.headers}
         async with slots:
             start = time.perf_counter()
             self.attempts += 1
-            try:
+            with self._translated(timeout):
                 response = await client.post(path, content=body, headers=headers,
                                              timeout=timeout)
-            except httpx.TimeoutException as exc:
-                raise Retryable(f"{self.who}: no response within {timeout:.1f}s") from exc
-            except httpx.UnsupportedProtocol as exc:
-                raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
-            except httpx.TransportError as exc:
-                raise Retryable(f"{self.who}: connection failed: {exc!r}") from exc
-            except httpx.InvalidURL as exc:
-                raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
         return Reply(response.status_code, response.headers, response.content,
                      time.perf_counter() - start)
+
+    async def post_lines(self, path: str, payload: Any) -> AsyncIterator[str]:
+        """POST `payload` to `path` and yield the response's lines as they arrive (for
+        server-sent events). Attempts are retried as `post_json`'s are until a 2xx status
+        comes back; once lines flow, a broken or stalled connection is `unavailable` (half
+        an answer cannot be sent again without showing it twice). The stream holds one
+        concurrency slot while it is read."""
+        import httpx
+
+        body = dump_json(payload)
+        client, slots = self._state.get()
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   **self.headers}
+
+        async def attempt(timeout: float) -> Any:
+            self.attempts += 1
+            request = client.build_request("POST", path, content=body, headers=headers,
+                                           timeout=timeout)
+            with self._translated(timeout):
+                response = await client.send(request, stream=True)
+                if not 200 <= response.status_code < 300:
+                    try:
+                        content = await response.aread()
+                    finally:
+                        await response.aclose()
+                    check_status(Reply(response.status_code, response.headers, content, 0.0),
+                                 self.who, self.errors)
+            return response
+
+        async with slots:
+            response = await with_retries(attempt, self.policy, self.who, self.errors)
+            try:
+                async for line in response.aiter_lines():
+                    yield line
+            except httpx.TimeoutException as exc:
+                raise self.errors.unavailable(
+                    f"{self.who}: the stream stalled for {self.policy.timeout:.1f}s") from exc
+            except httpx.HTTPError as exc:
+                raise self.errors.unavailable(f"{self.who}: the stream broke off: {exc!r}") from exc
+            finally:
+                await response.aclose()
+
+    @contextlib.contextmanager
+    def _translated(self, timeout: float) -> Iterator[None]:
+        """httpx's failures of one attempt as `Retryable` or the family's config error."""
+        import httpx
+
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            raise Retryable(f"{self.who}: no response within {timeout:.1f}s") from exc
+        except httpx.UnsupportedProtocol as exc:
+            raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise Retryable(f"{self.who}: connection failed: {exc!r}") from exc
+        except httpx.InvalidURL as exc:
+            raise self.errors.config(f"{self.who}: bad URL {self.base_url!r}: {exc}") from exc
 
     async def aclose(self) -> None:
         state = self._state.current()

@@ -9,6 +9,9 @@ Asking
     judge loaded, preset chosen, hybrid retriever attached); `aask` / `ask` retrieve;
     `close_navigator` / `aclose_navigator` release; `ask_once` is `ask`.
     `load_retriever(tree, "bm25" | "dense")` builds a flat retriever.
+Answering
+    `answer_once(tree_path, query, generator=..., stream=..., on_event=...)`: open, walk,
+    answer with citations, release (the engine is `decisionrag._answer`).
 Showing
     `format_hits(result)`, `format_trace(result)`: the plain-text views of a `Result`.
 Building
@@ -16,6 +19,7 @@ Building
     `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`.
 """
 
+from ._answer import answer_once
 from ._ask import (
     HYBRID_KINDS,
     aask,
@@ -34,6 +38,7 @@ __all__ = [
     "aask",
     "aclose_navigator",
     "add_sources",
+    "answer_once",
     "ask",
     "ask_once",
     "build_tree",

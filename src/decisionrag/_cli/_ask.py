@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="how many retriever passages to add (default: the preset's, 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write the walk as one self-contained HTML page")
     parser.set_defaults(func=run)
 
 
@@ -51,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
                    "hybrid_k": args.hybrid_k},
         hybrid=args.hybrid,
     )
+    if args.html:
+        write_html(args.html, result.to_html())
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         print()
@@ -67,6 +72,19 @@ def print_result(result: Any, *, trace: bool, out: TextIO | None = None) -> None
     if trace:
         print(file=out)
         print(format_trace(result), file=out)
+
+
+def write_html(path: Path, page: str) -> None:
+    """Write the page whole or not at all (the one atomic writer)."""
+    from .._files import atomic_write
+
+    target = path.expanduser()
+    if target.is_dir():
+        raise InputError(f"{path}: is a folder; --html needs a file name")
+    try:
+        atomic_write(target, page)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the HTML page ({exc.strerror})") from exc
 
 
 def read_history(path: Path) -> tuple[Turn, ...]:

@@ -46,7 +46,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--embed-model", default=None, help="sentence-transformers model for dense (default MiniLM)"
     )
     parser.add_argument(
-        "--answer-model", default=None, help="also score answers from the top 5 (OPENAI_BASE_URL)"
+        "--answers", action="store_true",
+        help="also answer from each system's top 5 with --generator (or $DECISIONRAG_GENERATOR) "
+        "and score exact match and token F1",
+    )
+    parser.add_argument("--generator", default=None, metavar="ID",
+                        help="answer model for --answers: openai-compatible:MODEL")
+    parser.add_argument("--base-url", default=None, metavar="URL",
+                        help="the answer model's endpoint (default: $OPENAI_BASE_URL, else the OpenAI API)")
+    parser.add_argument(
+        "--answer-model", default=None, metavar="MODEL",
+        help="the same as --answers --generator openai-compatible:MODEL",
     )
     parser.add_argument(
         "--keep-runs",
@@ -71,7 +81,6 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 def run_eval(args: argparse.Namespace) -> int:
     from .._eval import EvalSettings, MetricSpec, evaluate, load_dataset, parse_systems
-    from .._eval._answers import AnswerClient
     from .._eval._runner import JEV_PRICE_PER_MILLION
 
     systems = parse_systems(args.systems)
@@ -92,13 +101,24 @@ def run_eval(args: argparse.Namespace) -> int:
         keep_runs=args.keep_runs,
     )
     judge = _judge(args.judge, systems)
-    answers = AnswerClient(args.answer_model) if args.answer_model else None
+    answers = _answer_client(args)
     with _progress_bar(len(systems) * len(dataset.queries), args.no_progress) as bar:
         report = evaluate(dataset, settings, judge, progress=lambda name: _tick(bar, name), answers=answers)
     if args.json_out:
         _write_json(Path(args.json_out), report)
     print(format_report(report))
     return 0
+
+
+def _answer_client(args: argparse.Namespace) -> Any:
+    from .._answer._generator import generator_model
+    from .._eval._answers import AnswerClient
+
+    if args.answer_model:
+        return AnswerClient(args.answer_model, base_url=args.base_url)
+    if args.answers or args.generator:
+        return AnswerClient(generator_model(args.generator), base_url=args.base_url)
+    return None
 
 
 def _judge(judge_id: str, systems: list[str]) -> Any:
@@ -156,7 +176,7 @@ def format_report(report: dict[str, Any]) -> str:
     systems: dict[str, dict[str, float]] = report["systems"]
     if not systems:
         return "no systems"
-    metrics = [m for m in next(iter(systems.values())) if "@" in m or m.endswith("exact_match")]
+    metrics = [m for m in next(iter(systems.values())) if "@" in m or m.endswith(("exact_match", "token_f1"))]
     rows = [["", *systems]]
     rows.extend([metric, *(_metric_cell(report, name, metric) for name in systems)] for metric in metrics)
     rows.extend(

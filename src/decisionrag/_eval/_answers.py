@@ -1,9 +1,12 @@
-"""Answer quality (paper §5.2): a chat model answers from a system's top-5 passages; exact match.
+"""Answer quality (paper §5.2): a chat model answers from a system's top-5 passages; exact
+match and token F1.
 
 Any OpenAI-compatible chat-completions endpoint works: ``OPENAI_BASE_URL`` (default the
 OpenAI API) and, when the server needs one, ``OPENAI_API_KEY``. Exact match uses the SQuAD
 answer normalisation (lowercase, no punctuation, no articles, single spaces) and the best
 of the reference answers; not-answerable questions have the reference "not answerable".
+Token F1 is SQuAD's: the harmonic mean of precision and recall of the normalised answer's
+words against a reference's (as multisets), the best over the references.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import os
 import re
 import string
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +26,7 @@ from .._http import ANSWER_ERRORS, RetryPolicy
 from ._data import Dataset, EvalQuery
 
 __all__ = ["AnswerClient", "AnswerError", "answer_quality", "exact_match", "normalize_answer",
-           "parse_answer"]
+           "parse_answer", "token_f1"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NOT_ANSWERABLE = "not answerable"
@@ -44,6 +48,23 @@ def normalize_answer(text: str) -> str:
 def exact_match(prediction: str, references: Sequence[str]) -> float:
     predicted = normalize_answer(prediction)
     return 1.0 if any(predicted == normalize_answer(ref) for ref in references) else 0.0
+
+
+def token_f1(prediction: str, references: Sequence[str]) -> float:
+    """SQuAD token F1 against the best of `references` (two empty answers agree fully)."""
+    return max((_f1(prediction, ref) for ref in references), default=0.0)
+
+
+def _f1(prediction: str, reference: str) -> float:
+    predicted = normalize_answer(prediction).split()
+    wanted = normalize_answer(reference).split()
+    if not predicted or not wanted:
+        return float(predicted == wanted)
+    same = sum((Counter(predicted) & Counter(wanted)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(predicted), same / len(wanted)
+    return 2 * precision * recall / (precision + recall)
 
 
 def references(query: EvalQuery) -> tuple[str, ...]:
@@ -103,7 +124,8 @@ async def answer_quality(
     top: int = 5,
     concurrency: int = 4,
 ) -> dict[str, Any]:
-    """Exact match of the answers generated from each query's top passages."""
+    """Exact match and token F1 of the answers generated from each query's top passages
+    (``per_query`` holds exact match, ``per_query_f1`` token F1)."""
     corpus = dataset.corpus
     queries = [q for q in dataset.queries if references(q) and q.id in rankings]
     if not queries:
@@ -121,9 +143,12 @@ async def answer_quality(
     finally:
         await client.aclose()
     scores = {q.id: exact_match(answers[q.id], references(q)) for q in queries}
+    f1 = {q.id: token_f1(answers[q.id], references(q)) for q in queries}
     return {
         "exact_match": sum(scores.values()) / len(scores),
+        "token_f1": sum(f1.values()) / len(f1),
         "n": len(scores),
         "per_query": scores,
+        "per_query_f1": f1,
         "answers": answers,
     }

@@ -106,7 +106,8 @@ def evaluate(
     """Run every system of `settings` on `dataset` and return the report (a JSON-able dict).
 
     With an answer client, each system's top-5 passages are also answered from and scored
-    by exact match (metric ``exact_match``, over the queries with reference answers).
+    by exact match and token F1 (metrics ``exact_match`` and ``token_f1``, over the queries
+    with reference answers).
     """
     path = tree_path or ensure_tree(dataset, settings.tree_cache)
     with Tree.open(path) as tree:
@@ -125,7 +126,7 @@ def evaluate(
         for run in runs:
             rankings = {q: r.ranking for q, r in run.retrievals.items()}
             quality = run_sync(answer_quality(dataset, rankings, answers))
-            extra[run.name] = {"exact_match": quality["per_query"]}
+            extra[run.name] = {"exact_match": quality["per_query"], "token_f1": quality["per_query_f1"]}
     return build_report(dataset, settings, runs, pruning, extra)
 
 

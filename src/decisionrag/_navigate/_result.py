@@ -51,6 +51,8 @@ class StageTrace:
     whose children the next stage judges (empty for the passage and choice stages).
     `seconds` is the wait for the judge; `local_seconds` the work before the requests went
     out (reading the tree, rendering, splitting) since the previous stage's answers.
+    `scores` holds every judged candidate's P(yes) (the choice stage: its probabilities) and
+    `nodes` the candidates themselves, so that views can show what was pruned and why.
     """
 
     name: str
@@ -64,6 +66,8 @@ class StageTrace:
     opened: list[str] = field(default_factory=list)
     titles: dict[str, str] = field(default_factory=dict)
     local_seconds: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict, repr=False)
+    nodes: list[Node] = field(default_factory=list, repr=False)
 
     @property
     def pruned(self) -> int:
@@ -115,6 +119,14 @@ class Result:
     @property
     def ids(self) -> list[str]:
         return [hit.node.key for hit in self.hits]
+
+    def to_html(self, answer: Any = None, *, title: str | None = None) -> str:
+        """One self-contained HTML page of the walk (no network needed to view it): each
+        stage with its candidates kept, pruned and reopened, the ranking and, given an
+        `answer` (an `Answer` or its dict), the answer with clickable citations."""
+        from ._html import render_html
+
+        return render_html(self, answer, title=title)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -320,6 +320,7 @@ class Walk:
         in_reading_order = sorted(shortlist, key=lambda s: self.nav.reading_key(s.node))
         entries = [self.entry("passage", s.node, "description") for s in in_reading_order]
         stage = StageTrace("choice", len(self.trace.stages) + 1, m, [e.key for e in entries])
+        stage.nodes = [s.node for s in in_reading_order]
         request = choice_request(self.query_text, entries, self.task)
         start = self.sending(stage)
         async with self._slots:
@@ -327,6 +328,7 @@ class Walk:
         self.account(stage, result.usage, request, start)
         self._idle_since = time.perf_counter()
         probabilities = {e.key: p for e, p in zip(entries, result.probabilities, strict=False)}
+        stage.scores = probabilities
         if settings.mode == "order":
             ranked[:m] = sorted(shortlist, key=lambda s: -probabilities[s.node.key])
         else:
@@ -356,6 +358,7 @@ class Walk:
         entries = self.nav.entries(kind, nodes, settings.render)
         values = await self.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
         scores = dict(zip(keys, values, strict=True))
+        stage.scores, stage.nodes = scores, nodes
         ranking = Ranking(nodes, scores, np.asarray(values, dtype=np.float64))
         if settings.rescore_top and stage.requests > 1:
             top = ranking.positions(settings.rescore_top)
@@ -380,6 +383,7 @@ class Walk:
     ) -> StageTrace:
         """Rescore the pooled top N of a split level (`best`: best first; `top`: the same in
         reading order) together, with their full descriptions."""
+        first.scores = dict(scores)  # the rescoring pass below updates `scores` in place
         first.kept = [(n.key, scores[n.key]) for n in best]
         first.titles = {n.key: self.display(n) for n in best}
         self.trace.stages.append(first)
@@ -390,6 +394,7 @@ class Walk:
         one_request = StageSettings(top_k=None, max_candidates_per_request=None, keep_siblings=False)
         values = await self.judge_entries(stage, kind, entries, one_request, notepad)
         scores.update(zip(map(_KEY, top), values, strict=True))
+        stage.scores, stage.nodes = dict(zip(map(_KEY, top), values, strict=True)), top
         return stage
 
     async def judge_entries(

@@ -1,0 +1,48 @@
+"""Bracketed citations in generated text: ``[2]``, ``[1, 3]``, ``[2][4]``, ``[1-3]``,
+``[Passage 2]``. Pure functions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BRACKET = re.compile(
+    r"\[\s*(?:passages?\s*)?(\d{1,4}(?:\s*(?:[,;–-]|and)\s*(?:passages?\s*)?\d{1,4})*)\s*\]",
+    re.IGNORECASE,
+)
+_PART = re.compile(r"(\d{1,4})(?:\s*[–-]\s*(\d{1,4}))?")
+RANGE_LIMIT = 50  # a "[1-999]" is read as its two ends, not as 999 citations
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One bracket in the text: where it is and the passage numbers it names."""
+
+    start: int
+    end: int
+    numbers: tuple[int, ...]
+
+
+def find_citations(text: str) -> list[Mark]:
+    marks = []
+    for match in _BRACKET.finditer(text):
+        numbers: list[int] = []
+        for part in _PART.finditer(match.group(1)):
+            first = int(part.group(1))
+            last = int(part.group(2)) if part.group(2) else first
+            if first <= last and last - first < RANGE_LIMIT:
+                numbers.extend(range(first, last + 1))
+            else:
+                numbers.extend((first, last))
+        marks.append(Mark(match.start(), match.end(), tuple(dict.fromkeys(numbers))))
+    return marks
+
+
+def cited_numbers(text: str) -> list[int]:
+    """Every passage number the text cites, in order of first citation."""
+    return list(dict.fromkeys(n for mark in find_citations(text) for n in mark.numbers))
+
+
+def strip_citations(text: str) -> str:
+    """The text without its citation brackets (for exact match and token F1)."""
+    return " ".join(_BRACKET.sub(" ", text).split())

@@ -1,0 +1,48 @@
+"""Answering: one answer against one tree file (the code path of `decisionrag answer`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from .._answer import Answer, AnswerEvent, astream_answer, load_generator
+from .._query import Query
+from .._sync import run_sync
+from ._ask import aclose_navigator, open_navigator
+
+
+def answer_once(
+    tree_path: str | os.PathLike[str],
+    query: str | Query,
+    *,
+    judge_id: str = "embedded",
+    preset: str = "auto",
+    generator: str | None = None,
+    base_url: str | None = None,
+    top: int = 5,
+    task: str = "auto",
+    stream: bool = False,
+    on_event: Callable[[AnswerEvent], None] | None = None,
+) -> Answer:
+    """Open the tree, the judge and the generator (checked first: a missing one fails
+    before any walk), answer once, release all three."""
+    model = load_generator(generator, base_url=base_url)
+    navigator = open_navigator(tree_path, judge_id, preset)
+
+    async def run() -> Answer:
+        try:
+            found: Answer | None = None
+            async for event in astream_answer(navigator, Query.of(query), generator=model, top=top,
+                                              k=max(10, top), task=task, stream=stream):
+                if on_event is not None:
+                    on_event(event)
+                found = event.answer or found
+            assert found is not None
+            return found
+        finally:
+            try:
+                await model.aclose()
+            finally:
+                await aclose_navigator(navigator)
+
+    return run_sync(run())
