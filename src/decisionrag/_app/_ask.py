@@ -79,9 +79,11 @@ def close_navigator(navigator: Navigator, *, judge: bool = True, tree: bool = Tr
     run_sync(aclose_navigator(navigator, judge=judge, tree=tree))
 
 
-async def aask(navigator: Navigator, query: str | Query, k: int = 10) -> Result:
-    """One retrieval on an open navigator (what a service runs per request)."""
-    return await navigator.aretrieve(Query.of(query), k=k)
+async def aask(navigator: Navigator, query: str | Query, k: int = 10,
+               filters: Mapping[str, Any] | None = None) -> Result:
+    """One retrieval on an open navigator (what a service runs per request); `filters` keep
+    the passages whose metadata match (see `Navigator.aretrieve`)."""
+    return await navigator.aretrieve(Query.of(query), k=k, filters=filters)
 
 
 def ask(
@@ -94,18 +96,22 @@ def ask(
     overrides: Mapping[str, Any] | None = None,
     judge: Judge | None = None,
     hybrid: str | None = None,
+    filters: Mapping[str, Any] | None = None,
 ) -> Result:
     """Open the tree, load the judge, answer once, release both (a `judge` passed in is not
     closed). `hybrid` ("bm25" or "dense") adds that retriever's top passages to the passage
-    stage. The code path of `decisionrag ask` and the demo."""
+    stage; `filters` keep only passages whose metadata match. The code path of
+    `decisionrag ask` and the demo."""
     navigator = open_navigator(tree_path, judge or judge_id, preset, overrides=overrides,
                                hybrid=hybrid)
-    return run_sync(_ask_and_close(navigator, Query.of(query), k, close_judge=judge is None))
+    return run_sync(_ask_and_close(navigator, Query.of(query), k, filters,
+                                   close_judge=judge is None))
 
 
-async def _ask_and_close(navigator: Navigator, query: Query, k: int, *, close_judge: bool) -> Result:
+async def _ask_and_close(navigator: Navigator, query: Query, k: int,
+                         filters: Mapping[str, Any] | None, *, close_judge: bool) -> Result:
     try:
-        return await aask(navigator, query, k)
+        return await aask(navigator, query, k, filters)
     finally:
         await aclose_navigator(navigator, judge=close_judge)
 

@@ -32,6 +32,11 @@ def format_trace(result: Result) -> str:
         f"{usage.input_tokens:,} input tokens, {result.seconds:.2f} s"
     ]
     stages = result.trace.stages
+    unjudged = {name: n for name, n in result.trace.filtered.items()
+                if not any(stage.name == name for stage in stages)}
+    if unjudged:
+        lines.append("Filtered out (no stage left to judge): " + ", ".join(
+            f"{name} {n}" for name, n in unjudged.items()))
     for index, stage in enumerate(stages):
         last = index == len(stages) - 1
         lines.extend(_stage_lines(stage, "└─ " if last else "├─ ", "   " if last else "│  "))
@@ -44,7 +49,8 @@ def _stage_lines(stage: StageTrace, branch: str, indent: str) -> list[str]:
         f"{branch}{stage.name}: {stage.n_candidates} candidates, {requests}, "
         f"{stage.input_tokens:,} tokens, judge {stage.seconds:.2f} s + local {stage.local_seconds:.2f} s; "
         f"kept {len(stage.kept)}, "
-        f"pruned {stage.pruned}"
+        f"pruned {stage.pruned}" + (f", filtered out {stage.filtered} before judging"
+                                     if stage.filtered else "")
     )
     lines = [head]
     shown = stage.kept[:SHOWN_PER_STAGE]

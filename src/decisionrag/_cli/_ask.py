@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,6 +34,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         "candidates; the dense index is built once per tree and cached on disk)")
     parser.add_argument("--hybrid-k", type=int, metavar="N",
                         help="how many retriever passages to add (default: the preset's, 20)")
+    parser.add_argument("--filter", action="append", default=[], metavar="COND",
+                        help="keep only passages whose metadata match (repeatable, all must "
+                        "hold): key=value, key=a|b (any of), key!=value, key>=v, key>v, key<=v, "
+                        "key<v, key? (has key), !key? (lacks it); whole branches that cannot "
+                        "match are never judged")
+    parser.add_argument("--filters", metavar="JSON",
+                        help="a filter as JSON, e.g. '{\"year\": {\"gte\": 2023}, \"or\": [...]}' "
+                        "(combined with --filter)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
     parser.add_argument("--html", type=Path, metavar="FILE",
@@ -51,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
         overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
                    "hybrid_k": args.hybrid_k},
-        hybrid=args.hybrid,
+        hybrid=args.hybrid, filters=_filters(args),
     )
     if args.html:
         write_html(args.html, result.to_html())
@@ -62,6 +71,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print_result(result, trace=args.trace)
     return 0
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
+    spec = parse_filter_args(args.filter)
+    if args.filters:
+        try:
+            given = json.loads(args.filters)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--filters: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        if not isinstance(given, dict):
+            raise InputError("--filters: expected a JSON object")
+        spec = {"and": [*(spec or {}).get("and", []), given]}
+    return spec
 
 
 def print_result(result: Any, *, trace: bool, out: TextIO | None = None) -> None:
@@ -119,3 +141,31 @@ def _turn(item: Any, path: Path, number: int, unit: str) -> Turn:
     if role not in ("user", "agent"):
         raise InputError(f"{path}: {unit} {number}: 'role' must be 'user' or 'agent', not {role!r}")
     return Turn(role, item["text"])
+
+
+_FILTER_ARG = re.compile(r"^([^=!<>]+?)(!=|>=|<=|=|>|<)(.*)$")
+_FILTER_OPS = {"!=": "ne", ">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "=": "eq"}
+
+
+def parse_filter_args(args: list[str]) -> dict[str, Any] | None:
+    """``--filter`` arguments as one filter mapping (all must hold): ``key=value`` (``a|b``:
+    any of), ``key!=value``, ``key>=v``, ``key>v``, ``key<=v``, ``key<v``, ``key?`` (has the
+    key) and ``!key?`` (lacks it). Values are typed as in front matter (numbers, true/false)."""
+    from .._build._metadata import typed_value
+
+    conditions: list[dict[str, Any]] = []
+    for arg in args:
+        if arg.endswith("?") and not _FILTER_ARG.match(arg):
+            negated = arg.startswith("!")
+            conditions.append({arg[1:-1] if negated else arg[:-1]: {"exists": not negated}})
+            continue
+        match = _FILTER_ARG.match(arg)
+        if match is None:
+            raise InputError(f"--filter {arg!r}: expected key=value, key!=value, key>=value, "
+                             "key<=value, key>value, key<value, key? or !key?")
+        key, symbol, raw = match.group(1).strip(), match.group(2), match.group(3)
+        if symbol == "=" and "|" in raw:
+            conditions.append({key: {"in": [typed_value(v) for v in raw.split("|")]}})
+        else:
+            conditions.append({key: {_FILTER_OPS[symbol]: typed_value(raw)}})
+    return {"and": conditions} if conditions else None

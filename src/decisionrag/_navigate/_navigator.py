@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -14,7 +14,9 @@ from .._judges import Judge
 from .._query import Query, Turn
 from .._sync import run_sync
 from .._tree import Node, NodeKind, Tree
+from .._tree._summaries import Summary
 from ._config import Preset, get_preset
+from ._filters import Filter, parse_filters
 from ._render import Entry, Kind
 from ._result import Result
 
@@ -75,6 +77,8 @@ class Navigator:
         self._entries: dict[tuple[str, str], dict[int, Entry]] = {}
         self._entries_held = 0
         self._headers: dict[int | None, tuple[str, ...]] = {}
+        self._summaries: dict[int, Summary] = {}
+        self._summarised = True  # False for a tree written before summaries existed
         self.count_tokens = functools.lru_cache(maxsize=100_000)(judge.count_tokens)
 
     def __repr__(self) -> str:
@@ -88,11 +92,18 @@ class Navigator:
         history: Sequence[Turn | dict[str, Any]] | None = None,
         k: int = 10,
         notepad: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | Filter | None = None,
     ) -> Result:
-        """Rank passages for `query`: walk the tree, judge the passages, rerank the top."""
+        """Rank passages for `query`: walk the tree, judge the passages, rerank the top.
+
+        `filters` (see `decisionrag._navigate._filters`) keep only passages whose metadata
+        (their document's, overlaid with their own) match; a group or document that no
+        document below it can match is removed before it is judged."""
         from ._walk import Walk
 
-        return await Walk(self, Query.of(query, history), k, tuple(notepad or ())).retrieve()
+        walk = Walk(self, Query.of(query, history), k, tuple(notepad or ()),
+                    parse_filters(filters))
+        return await walk.retrieve()
 
     def retrieve(
         self,
@@ -100,9 +111,10 @@ class Navigator:
         history: Sequence[Turn | dict[str, Any]] | None = None,
         k: int = 10,
         notepad: Sequence[str] | None = None,
+        filters: Mapping[str, Any] | Filter | None = None,
     ) -> Result:
         """The synchronous twin of `aretrieve` (safe inside a running event loop too)."""
-        return run_sync(self.aretrieve(query, history, k, notepad))
+        return run_sync(self.aretrieve(query, history, k, notepad, filters))
 
     async def arerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10) -> Result:
         """Only the last stages over the given passages: binary judgments in shared contexts
@@ -183,6 +195,31 @@ class Navigator:
             _, dropped = self._children.popitem(last=False)
             self._children_held -= len(dropped.all)
         return found
+
+    def summaries(self, nodes: Sequence[Node]) -> list[Summary | None]:
+        """The metadata summaries of root, group and document nodes (cached; a document
+        without a stored one is summarised by its own metadata); None where unknown (a tree
+        written before summaries existed: such nodes are never filtered out)."""
+        missing = [n.id for n in nodes if n.id not in self._summaries]
+        if missing and self._summarised:
+            found = self.tree.metadata_summaries(missing)
+            if found is None:
+                self._summarised = False
+            else:
+                self._summaries.update(found)
+        result: list[Summary | None] = []
+        for node in nodes:
+            summary = self._summaries.get(node.id)
+            if summary is None and node.kind == NodeKind.DOCUMENT and self._summarised:
+                summary = self._summaries[node.id] = Summary.of_metadata([node.meta])
+            result.append(summary)
+        return result
+
+    def metadata(self, passage: Node) -> dict[str, Any]:
+        """A passage's metadata as a hit carries it: its document's, overlaid with its own."""
+        if passage.doc is None or passage.doc == passage.id:
+            return dict(passage.meta)
+        return {**self.node(passage.doc).meta, **passage.meta}
 
     def entry(self, kind: Kind, node: Node, render: str) -> Entry:
         """How `node` is shown as a candidate of a `kind` level (query-independent, cached)."""

@@ -68,6 +68,7 @@ class StageTrace:
     local_seconds: float = 0.0
     scores: dict[str, float] = field(default_factory=dict, repr=False)
     nodes: list[Node] = field(default_factory=list, repr=False)
+    filtered: int = 0  # candidates the metadata filters removed before this stage judged
 
     @property
     def pruned(self) -> int:
@@ -84,13 +85,18 @@ class StageTrace:
             "local_seconds": round(self.local_seconds, 4),
             "kept": [[key, round(score, 6)] for key, score in self.kept],
             "pruned": self.pruned,
+            "filtered": self.filtered,
             "opened": list(self.opened),
         }
 
 
 @dataclass(slots=True)
 class Trace:
+    """The stages of a walk; `filtered` counts, per stage name, the candidates that metadata
+    filters removed before judging (also for a stage left with nothing to judge)."""
+
     stages: list[StageTrace] = field(default_factory=list)
+    filtered: dict[str, int] = field(default_factory=dict)
 
     @property
     def sequential_stages(self) -> int:
@@ -133,6 +139,7 @@ class Result:
             "query": self.query.text,
             "results": [hit.to_dict() for hit in self.hits],
             "trace": self.trace.to_list(),
+            "filtered": dict(self.trace.filtered),
             "usage": self.usage.to_dict(),
             "seconds": round(self.seconds, 4),
         }

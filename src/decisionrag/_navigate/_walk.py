@@ -19,6 +19,7 @@ from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, Usage
 from .._query import Query
 from .._tree import Node, NodeKind
 from ._config import StageSettings
+from ._filters import Filter
 from ._render import (
     PREAMBLE,
     Entry,
@@ -77,8 +78,10 @@ class Ranking:
 
 
 class Walk:
-    def __init__(self, navigator: Navigator, query: Query, k: int, notepad: tuple[str, ...]) -> None:
+    def __init__(self, navigator: Navigator, query: Query, k: int, notepad: tuple[str, ...],
+                 filters: Filter | None = None) -> None:
         self.nav = navigator
+        self.filters = filters
         self.tree = navigator.tree
         self.judge = navigator.judge
         self.preset = navigator.preset
@@ -112,6 +115,7 @@ class Walk:
 
     async def rerank(self, passages: list[Node]) -> Result:
         start = time.perf_counter()
+        passages = self.admit(passages, "passage")
         passages.sort(key=self.nav.reading_key)
         ranked = await self.judge_passages(passages)
         return await self.finish(ranked, start)
@@ -127,7 +131,7 @@ class Walk:
         """Judge group levels top-down; return the pages that reach the page stage, in
         reading order. Pages met at a group level pass through unjudged."""
         if not self.preset.route_groups:
-            return list(self.nav.all_documents())
+            return self.admit(list(self.nav.all_documents()), "page")
         level = [self.tree.root.id]  # the groups whose children form the next level
         documents: list[Node] = []
         depth = 0
@@ -135,8 +139,9 @@ class Walk:
         while level:
             families = [self.nav.split_children(node_id) for node_id in level]
             for family in families:
-                documents.extend(family.documents)
-            groups = [group for family in families for group in family.groups]
+                documents.extend(self.admit(family.documents, "page"))
+            groups = self.admit([group for family in families for group in family.groups],
+                                f"group {depth + 1}")
             if not groups:
                 break
             mixed = mixed or any(family.documents for family in families)
@@ -190,7 +195,7 @@ class Walk:
         if not (settings and settings.show_pages and self.notepad):
             return documents
         present = {d.key for d in documents}
-        extra = [p for p in self.notepad_pages() if p.key not in present]
+        extra = self.admit([p for p in self.notepad_pages() if p.key not in present], "page")
         if not extra:
             return documents
         return sorted([*documents, *extra], key=self.nav.reading_key)
@@ -222,7 +227,7 @@ class Walk:
                 passages.extend(self.tree.passages_of(page.node, limit))
         if long_pages:
             passages.extend(await self.heading_stage(long_pages))
-        return passages
+        return self.admit(passages, "passage")
 
     async def heading_stage(self, pages: list[Node]) -> list[Node]:
         """Score the headings of long pages, keep `keep` per page, open at most `max_passages`
@@ -231,7 +236,7 @@ class Walk:
         settings = self.preset.headings
         pages.sort(key=self.nav.reading_key)
         sections = {p.id: [n for n in self.tree.subtree(p.id) if n.kind == NodeKind.SECTION] for p in pages}
-        candidates = [s for p in pages for s in sections[p.id]]
+        candidates = self.admit([s for p in pages for s in sections[p.id]], "heading")
         kept_by_page: dict[int, list[Node]] = {p.id: [] for p in pages}
         stage_kept: list[Scored] = []
         if candidates:
@@ -266,7 +271,7 @@ class Walk:
             for page in self.notepad_pages()[: settings.passage_pages]:
                 extra.extend(self.tree.passages_of(page, NOTEPAD_PASSAGE_CAP))
         extra.extend(self.retrieved_passages())
-        unique = {p.id: p for p in [*passages, *extra]}
+        unique = {p.id: p for p in [*passages, *self.admit(extra, "passage")]}
         return sorted(unique.values(), key=self.nav.reading_key)
 
     def retrieved_passages(self) -> list[Node]:
@@ -461,7 +466,39 @@ class Walk:
         if start is not None:
             stage.seconds += time.perf_counter() - start
 
+    # -- metadata filters -----------------------------------------------------------------
+
+    def admit(self, nodes: list[Node], stage: str) -> list[Node]:
+        """`nodes` without those the filters rule out (counted under `stage` in the trace):
+        groups and documents by the summary of the documents below them, sections and
+        passages exactly (a section when one of its passages matches)."""
+        if self.filters is None or not nodes:
+            return nodes
+        kept = [node for node, ok in zip(nodes, self._admissible(nodes), strict=True) if ok]
+        if len(kept) < len(nodes):
+            filtered = self.trace.filtered
+            filtered[stage] = filtered.get(stage, 0) + len(nodes) - len(kept)
+        return kept
+
+    def _admissible(self, nodes: list[Node]) -> list[bool]:
+        assert self.filters is not None
+        test = self.filters
+        inner = [n for n in nodes if n.kind <= NodeKind.DOCUMENT]
+        summaries = dict(zip((n.id for n in inner), self.nav.summaries(inner), strict=True))
+        verdicts = []
+        for node in nodes:
+            if node.kind <= NodeKind.DOCUMENT:
+                summary = summaries[node.id]
+                verdicts.append(summary is None or test.may_match(summary))
+            elif node.kind == NodeKind.SECTION:
+                verdicts.append(any(test.matches(self.nav.metadata(p))
+                                    for p in self.tree.passages_of(node)))
+            else:
+                verdicts.append(test.matches(self.nav.metadata(node)))
+        return verdicts
+
     def close_stage(self, stage: StageTrace, kept: Sequence[Scored], opened: list[str]) -> None:
+        stage.filtered = self.trace.filtered.get(stage.name, 0)
         stage.kept = [(s.node.key, s.score) for s in kept]
         stage.opened = opened
         stage.titles = {s.node.key: self.display(s.node) for s in kept}
@@ -495,7 +532,7 @@ class Walk:
             choice=choice,
             path=path,
             doc_key=page.key,
-            metadata={**page.meta, **node.meta} if page is not node else dict(node.meta),
+            metadata=self.nav.metadata(node),
         )
 
 

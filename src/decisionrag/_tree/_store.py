@@ -25,6 +25,7 @@ from typing import Any
 from .._errors import InputError, TreeFormatError
 from .._files import temporary_beside
 from ._model import DocumentSpec, Node, NodeKind
+from ._summaries import Summary, read_summaries, write_summaries
 
 SCHEMA_VERSION = 1
 HEADING_SEP = "\x1f"
@@ -435,6 +436,7 @@ class TreeWriter:
             raise InputError(f"duplicate node ids in {self.path}: {duplicates}") from exc
         self._begin()
         self._roll_up_counts()
+        write_summaries(self._db)  # metadata summaries for filters (._summaries)
         self.meta.update({
             "schema_version": SCHEMA_VERSION,
             "counts": self.counts,
@@ -664,6 +666,11 @@ class Tree:
                     depth, current = depth + 1, parents[current]
                 depths.append((node_id, depth))
         return depths
+
+    def metadata_summaries(self, ids: Sequence[int]) -> dict[int, Summary] | None:
+        """Metadata summaries of the given root, group and document nodes (see ._summaries);
+        None for a tree written before they existed."""
+        return read_summaries(self._db, ids)
 
     def document_sizes(self) -> list[int]:
         """The number of passages of every document, in id order."""
