@@ -103,3 +103,33 @@ async def test_walk_page_in_chromium(shared_data: Path, tmp_path: Path, browser:
     keep = os.environ.get("DECISIONRAG_SCREENSHOT")
     if keep:
         shutil.copyfile(shot, keep)
+
+
+def test_five_thousand_candidates_stay_usable(tmp_path: Path, browser: Browser) -> None:
+    """A page level of 5,000 candidates: collapsed, 200 rows per page, search reaches all."""
+    from _navigate_helpers import flat_tree, preset
+
+    from decisionrag._judges import ScriptedJudge
+    from decisionrag._navigate import StageSettings
+
+    tree = flat_tree(tmp_path / "flat.tree", 5000, passages_per_doc=1)
+    settings = preset(documents=StageSettings(top_k=30, max_candidates_per_request=1000))
+    result = Navigator(tree, ScriptedJudge(), settings).retrieve("text 4321", k=5)
+    page = tmp_path / "big.html"
+    page.write_text(result.to_html(), encoding="utf-8")
+    browser.open(page)
+    assert browser.evaluate("document.querySelectorAll('tr.cand').length") == 0
+    browser.evaluate("document.querySelector('details.stage[data-stage=\"0\"] > summary').click()")
+    rows = "document.querySelectorAll('details.stage[data-stage=\"0\"] tr.cand')"
+    assert browser.wait_for(f"{rows}.length") == 200
+    assert browser.evaluate("document.querySelector('details.stage[data-stage=\"0\"] .more')"
+                            ".textContent").startswith("showing 200 of 5000")
+    browser.evaluate("document.querySelector('details.stage[data-stage=\"0\"] .show-all').click()")
+    assert browser.wait_for(f"{rows}.length === 5000 && {rows}.length")
+    pruned = browser.evaluate(f"Array.from({rows}).filter(r => r.dataset.status === 'pruned').length")
+    assert pruned == 5000 - 30
+    browser.evaluate("""(() => { const s = document.getElementById('search');
+        s.value = 'doc 4999'; s.dispatchEvent(new Event('input')); })()""")
+    browser.wait_for(f"{rows}.length === 1")
+    assert browser.evaluate(f"{rows}[0].dataset.key") == "d4999"
+    assert browser.console_errors == []
