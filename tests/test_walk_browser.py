@@ -15,11 +15,12 @@ import pytest
 
 from _browser import Browser, chromium_or_skip
 from _chat_standin import ChatStandIn
+from _navigate_helpers import flat_tree, preset
 from decisionrag._answer import OpenAICompatibleGenerator, aanswer
 from decisionrag._build import build_tree
 from decisionrag._http import RetryPolicy
-from decisionrag._judges import load_judge
-from decisionrag._navigate import Navigator
+from decisionrag._judges import ScriptedJudge, load_judge
+from decisionrag._navigate import Navigator, StageSettings
 from decisionrag._query import Query
 from decisionrag._tree import Tree
 
@@ -107,11 +108,6 @@ async def test_walk_page_in_chromium(shared_data: Path, tmp_path: Path, browser:
 
 def test_five_thousand_candidates_stay_usable(tmp_path: Path, browser: Browser) -> None:
     """A page level of 5,000 candidates: collapsed, 200 rows per page, search reaches all."""
-    from _navigate_helpers import flat_tree, preset
-
-    from decisionrag._judges import ScriptedJudge
-    from decisionrag._navigate import StageSettings
-
     tree = flat_tree(tmp_path / "flat.tree", 5000, passages_per_doc=1)
     settings = preset(documents=StageSettings(top_k=30, max_candidates_per_request=1000))
     result = Navigator(tree, ScriptedJudge(), settings).retrieve("text 4321", k=5)

@@ -127,3 +127,15 @@ def test_rescored_stage_keeps_its_own_scores(tmp_path: Path) -> None:
     assert "page rescore" in names
     first, rescore = result.trace.stages[0], result.trace.stages[1]
     assert len(first.scores) == 30 and len(rescore.scores) == 5
+
+
+def test_missing_chromium_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    import _browser
+
+    monkeypatch.setattr(_browser.shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="headless Chromium not found"):
+        _browser.chromium_or_skip()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _browser.chromium_or_skip()
