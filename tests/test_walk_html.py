@@ -103,8 +103,25 @@ def test_reopened_candidates_are_marked_when_the_trace_has_them(tmp_path: Path) 
 
     shown = stage_data(Reopening(), {})  # type: ignore[arg-type]
     assert shown["reopened"] == 1
-    assert [r[3] for r in shown["rows"]][:2] == ["opened", "reopened"]
-    assert shown["pruned"] == 1
+    assert [r[3] for r in shown["rows"]] == ["opened", "reopened", "pruned"]
+    assert shown["pruned"] == 2  # as the trace counts: not kept at this stage
+
+
+def test_a_recovery_stage_marks_what_it_reopened(tmp_path: Path) -> None:
+    from decisionrag._navigate import StageTrace
+
+    tree = pets_tree(tmp_path / "pets.tree")
+    result = Navigator(tree, ScriptedJudge({"g:Cats": 0.9, "g:Dogs": 0.4}), preset()).retrieve("cat")
+    dogs = next(n for n in result.trace.stages[0].nodes if n.key == "g:Dogs")
+    recovery = StageTrace("recovery", 9, 1, ["g:Dogs"], kept=[("d2", 0.3)], opened=["d2"],
+                          scores={"g:Dogs": 0.4}, nodes=[dogs])
+    result.trace.stages.append(recovery)
+    data = page_data(result.to_html())
+    first, last = data["stages"][0], data["stages"][-1]
+    assert [r[3] for r in first["rows"]] == ["opened", "reopened", "pruned"]  # Dogs came back later
+    assert first["reopened"] == 1 and first["pruned"] == 2
+    assert {r[0]: r[3] for r in last["rows"]} == {"d2": "opened", "g:Dogs": "reopened"}
+    assert 'data-name="recovery"' in result.to_html()
 
 
 def test_ask_html_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

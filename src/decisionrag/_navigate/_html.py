@@ -18,6 +18,7 @@ from .._tree import Node, NodeKind
 from ._html_assets import SCRIPT, STYLE
 from ._result import Hit, Result, StageTrace
 
+RECOVERY = "recovery"  # the stage name of recovery from pruning (#11)
 LABEL_LIMIT = 240  # characters of a candidate's label kept in the page's data
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 
@@ -25,7 +26,9 @@ _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 def render_html(result: Result, answer: Any = None, *, title: str | None = None) -> str:
     """The page for `result`; `answer` is an `Answer`, its `to_dict()`, or None."""
     answer_data = _answer_dict(answer)
-    stages = [stage_data(stage, places) for stage, places in _with_places(result.trace.stages)]
+    later = _reopened_later(result.trace.stages)
+    stages = [stage_data(stage, places, later[i])
+              for i, (stage, places) in enumerate(_with_places(result.trace.stages))]
     hits = [hit_data(rank, hit) for rank, hit in enumerate(result.hits, 1)]
     data = {"stages": stages, "hits": hits, "answer": answer_data}
     heading = title or f"decisionrag: {result.query.text}"
@@ -43,12 +46,16 @@ def render_html(result: Result, answer: Any = None, *, title: str | None = None)
 # -- the data ----------------------------------------------------------------------------
 
 
-def stage_data(stage: StageTrace, places: Mapping[int, str]) -> dict[str, Any]:
+def stage_data(stage: StageTrace, places: Mapping[int, str],
+               reopened_later: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     """One stage as the page shows it: counts and its candidates, best first, each
-    ``[key, label, p_yes, status, via]``; status is opened, kept, reopened or pruned."""
+    ``[key, label, p_yes, status, via]``; status is opened, kept, reopened (by a recovery
+    stage, or pruned here and reopened by a later one) or pruned. ``pruned`` counts as the
+    trace does (candidates not kept here); ``reopened`` how many of them came back."""
     kept = dict(stage.kept)
     opened = set(stage.opened)
-    reopened = _reopened(stage)
+    pruned_here = set(stage.candidates) - set(kept)
+    reopened = _reopened(stage) | (pruned_here & set(reopened_later))
     nodes = {node.key: node for node in stage.nodes}
     scores = stage.scores or kept
     keys = list(dict.fromkeys([*kept, *reopened, *stage.candidates, *scores]))
@@ -74,7 +81,8 @@ def stage_data(stage: StageTrace, places: Mapping[int, str]) -> dict[str, Any]:
         "kept": len(stage.kept),
         "opened": len(opened),
         "reopened": len(reopened),
-        "pruned": max(0, stage.n_candidates - len(stage.kept) - len(reopened - set(kept))),
+        "pruned": max(0, stage.pruned),
+        "reopened_not_kept": len(reopened - set(kept)),
         "rows": rows,
     }
 
@@ -122,10 +130,21 @@ def _with_places(stages: list[StageTrace]) -> Iterable[tuple[StageTrace, dict[in
 
 
 def _reopened(stage: StageTrace) -> set[str]:
-    """Candidates that a recovery pass brought back (a `reopened` list of keys or of
-    (key, score) pairs on the stage, when the walk records one)."""
+    """Candidates that recovery from pruning brought back: every candidate of a
+    ``recovery`` stage, and a stage's own `reopened` keys or (key, score) pairs if any."""
     items = getattr(stage, "reopened", None) or ()
-    return {item if isinstance(item, str) else str(item[0]) for item in items}
+    found = {item if isinstance(item, str) else str(item[0]) for item in items}
+    return found | set(stage.candidates) if stage.name == RECOVERY else found
+
+
+def _reopened_later(stages: list[StageTrace]) -> list[set[str]]:
+    """For each stage, the keys that some later stage reopened."""
+    later: list[set[str]] = []
+    seen: set[str] = set()
+    for stage in reversed(stages):
+        later.append(set(seen))
+        seen |= _reopened(stage)
+    return later[::-1]
 
 
 def _status(key: str, kept: Mapping[str, float], opened: set[str], reopened: set[str]) -> str:
@@ -243,8 +262,8 @@ def _walk_section(stages: list[dict[str, Any]], result: Result) -> str:
 
 def _stage_summary(index: int, stage: dict[str, Any]) -> str:
     n = max(1, stage["n_candidates"])
-    outside = stage["n_candidates"] - stage["kept"] - stage["pruned"]  # reopened, not kept
-    shares = [(stage["kept"], "kept"), (outside, "reopened"), (stage["pruned"], "pruned")]
+    outside = stage["reopened_not_kept"]
+    shares = [(stage["kept"], "kept"), (outside, "reopened"), (max(0, stage["pruned"] - outside), "pruned")]
     bar = "".join(f'<i class="{cls}" style="width:{100 * count / n:.2f}%"></i>'
                   for count, cls in shares if count)
     reopened = f' · <b class="reopened">{stage["reopened"]} reopened</b>' if stage["reopened"] else ""
