@@ -1,27 +1,22 @@
 """Flat retrievers, BM25 and dense (exact inner-product search): evaluation baselines and the
 sources of hybrid candidates for navigation.
 
-Both implement ``retrieve(query_text, k) -> [(passage key, score), ...]``, the protocol that
-navigation uses for hybrid candidates. Passages are indexed with their document title and
-heading path prepended, so a flat retriever sees what navigation sees along the path.
+Both implement ``retrieve(query_text, k) -> [(passage key, score), ...]``, the `Retriever`
+protocol (`decisionrag._navigate._retriever`) that navigation uses for hybrid candidates.
+Passages are indexed with their document title and heading path prepended, so a flat
+retriever sees what navigation sees along the path.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ._errors import missing_extra
 from ._tree import Tree
-
-
-class Retriever(Protocol):
-    name: str
-
-    def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]: ...
 
 
 def passage_text(title: str, heading: Sequence[str], text: str) -> str:

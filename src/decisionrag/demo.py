@@ -37,7 +37,7 @@ def write_topics(folder: Path) -> int:
 
 def ensure_tree(out: Path) -> Path:
     """Build the demo tree once; later runs reuse it."""
-    from ._build import build_tree
+    from ._app import build_tree
 
     tree = out / "pydoc.tree"
     if tree.is_file():
@@ -60,8 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset", default="auto")
     parser.add_argument("--out", type=Path, default=Path("out/demo"))
     args = parser.parse_args(argv)
-    from ._app import ask
-    from ._cli._ask import print_result
+    from ._app import ask, print_result
 
     try:
         tree = ensure_tree(args.out)

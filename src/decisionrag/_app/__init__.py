@@ -13,7 +13,7 @@ Answering
     `answer_once(tree_path, query, generator=..., stream=..., on_event=...)`: open, walk,
     answer with citations, release (the engine is `decisionrag._answer`).
 Showing
-    `format_hits(result)`, `format_trace(result)`: the plain-text views of a `Result`.
+    `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
 Building
     `build_tree(sources, out, cluster=...)` (build plus clustering, atomic);
     `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`.
@@ -31,7 +31,7 @@ from ._ask import (
     open_navigator,
 )
 from ._build import add_sources, build_tree, read_documents
-from ._display import format_hits, format_trace, shorten
+from ._display import format_hits, format_trace, print_result, shorten
 
 __all__ = [
     "HYBRID_KINDS",
@@ -47,6 +47,7 @@ __all__ = [
     "format_trace",
     "load_retriever",
     "open_navigator",
+    "print_result",
     "read_documents",
     "shorten",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
+from typing import TextIO
 
 from .._navigate import Result, StageTrace
 
@@ -68,3 +70,12 @@ def _stage_lines(stage: StageTrace, branch: str, indent: str) -> list[str]:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def print_result(result: Result, *, trace: bool, out: TextIO | None = None) -> None:
+    """The ranked passages (and, with `trace`, the walk) as `decisionrag ask` prints them."""
+    out = out or sys.stdout
+    print(format_hits(result), file=out)
+    if trace:
+        print(file=out)
+        print(format_trace(result), file=out)

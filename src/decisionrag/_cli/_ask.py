@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from .._errors import InputError
 from .._query import Query, Turn
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         print()
         return 0
+    from .._app import print_result
+
     print_result(result, trace=args.trace)
     return 0
 
@@ -84,16 +86,6 @@ def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
             raise InputError("--filters: expected a JSON object")
         spec = {"and": [*(spec or {}).get("and", []), given]}
     return spec
-
-
-def print_result(result: Any, *, trace: bool, out: TextIO | None = None) -> None:
-    from .._app import format_hits, format_trace
-
-    out = out or sys.stdout
-    print(format_hits(result), file=out)
-    if trace:
-        print(file=out)
-        print(format_trace(result), file=out)
 
 
 def write_html(path: Path, page: str) -> None:

@@ -1,6 +1,7 @@
 """Evaluation: datasets in the shared format, metrics, bootstrap intervals, baselines, runner."""
 
-from .._retrievers import BM25Retriever, DenseRetriever, Retriever, passage_text, tree_passages
+from .._navigate import Retriever
+from .._retrievers import BM25Retriever, DenseRetriever, passage_text, tree_passages
 from ._answers import AnswerClient, exact_match, normalize_answer
 from ._bootstrap import Interval, compare, paired_bootstrap
 from ._data import Dataset, EvalQuery, dataset_prefix, ensure_tree, load_dataset

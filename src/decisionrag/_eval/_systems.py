@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from .._errors import InputError
 from .._judges import Judge, Usage
-from .._retrievers import BM25Retriever, DenseRetriever, Retriever
+from .._navigate import Retriever
+from .._retrievers import BM25Retriever, DenseRetriever
 from .._tree import Tree
 from ._data import EvalQuery
 

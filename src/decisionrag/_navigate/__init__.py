@@ -12,8 +12,9 @@ from ._config import (
     get_preset,
 )
 from ._conversation import Conversation
-from ._navigator import Navigator, Retriever
-from ._result import Hit, Result, StageTrace, Trace
+from ._navigator import Navigator
+from ._result import Hit, Result, Stage, StageTrace, Trace
+from ._retriever import Retriever
 
 __all__ = [
     "PRESETS",
@@ -27,6 +28,7 @@ __all__ = [
     "Preset",
     "Result",
     "Retriever",
+    "Stage",
     "StageSettings",
     "StageTrace",
     "Trace",

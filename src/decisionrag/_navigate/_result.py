@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,26 @@ class Hit:
             "text": self.node.text,
             "metadata": dict(self.metadata),
         }
+
+
+class Stage(str, enum.Enum):
+    """The stages of a walk, in the order they run; a trace names its stages by these
+    values (group levels numbered from 1: ``group 1``; a rescoring pass adds ``rescore``)."""
+
+    GROUP = "group"
+    PAGE = "page"
+    HEADING = "heading"
+    PASSAGE = "passage"
+    CHOICE = "choice"
+
+    def at(self, depth: int) -> str:
+        """The trace name of this stage at group depth `depth` (from 0): ``group 1``."""
+        return f"{self.value} {depth + 1}"
+
+    @staticmethod
+    def rescore(name: str) -> str:
+        """The trace name of the rescoring pass after the stage named `name`."""
+        return f"{name} rescore"
 
 
 @dataclass(slots=True)

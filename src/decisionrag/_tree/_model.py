@@ -46,6 +46,12 @@ class Node:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def label(self) -> str:
+        """What a node is called where one line names it: its title, else its description,
+        else its key (the one fallback every view uses)."""
+        return self.title or self.description or self.key
+
+    @property
     def url(self) -> str | None:
         value = self.meta.get("url")
         return str(value) if value else None

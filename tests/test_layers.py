@@ -1,0 +1,52 @@
+"""The layering that the import contract (pyproject.toml, `lint-imports`) cannot see."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from _navigate_helpers import pets_tree, preset
+from decisionrag._judges import ScriptedJudge
+from decisionrag._navigate import Navigator, Stage
+
+SOURCE = Path(__file__).parents[1] / "src" / "decisionrag"
+
+
+def _imports_of_the_package_root(path: Path, package: Path = SOURCE) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            relative_root = node.level > 0 and not node.module and (
+                node.level == len(path.relative_to(package).parts))
+            if relative_root or (node.level == 0 and node.module == "decisionrag"):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Import) and any(a.name == "decisionrag" for a in node.names):
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", sorted(p for p in SOURCE.rglob("*.py") if p.name != "__main__.py"),
+                         ids=lambda p: str(p.relative_to(SOURCE)))
+def test_no_module_imports_the_package_root(path: Path) -> None:
+    """The root imports everything; a module importing it back (e.g. for `__version__`)
+    would close a cycle. The version lives in `decisionrag._version`."""
+    assert _imports_of_the_package_root(path) == []
+
+
+def test_the_check_finds_a_root_import(tmp_path: Path) -> None:
+    planted = tmp_path / "decisionrag" / "_eval" / "_data.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("from .. import __version__\nimport decisionrag\nfrom . import _x\n")
+    assert _imports_of_the_package_root(planted, tmp_path / "decisionrag") == [1, 2]
+
+
+def test_trace_names_come_from_the_stage_enum(tmp_path: Path) -> None:
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        result = Navigator(tree, ScriptedJudge(), preset()).retrieve("dog food")
+    names = [stage.name for stage in result.trace.stages]
+    assert names[0] == Stage.GROUP.at(0) == "group 1"
+    assert {Stage.PAGE.value, Stage.PASSAGE.value} <= set(names)
+    assert Stage.rescore(Stage.PAGE.value) == "page rescore"
