@@ -12,11 +12,13 @@ import html
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._tree import Node, NodeKind
 from ._html_assets import SCRIPT, STYLE
-from ._result import Hit, Result, StageTrace
+
+if TYPE_CHECKING:  # annotations only: `Result.to_html` imports this module
+    from ._result import Hit, Result, StageTrace
 
 RECOVERY = "recovery"  # the stage name of recovery from pruning (#11)
 LABEL_LIMIT = 240  # characters of a candidate's label kept in the page's data
