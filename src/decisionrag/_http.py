@@ -346,7 +346,20 @@ class HttpClient:
         reply = await with_retries(attempt, self.policy, self.who, self.errors)
         return parse_json(reply.body, self.who, self.errors), time.perf_counter() - start
 
-    async def _send(self, path: str, body: bytes, timeout: float) -> Reply:
+    async def get_json(self, path: str) -> tuple[Any, float]:
+        """GET `path` (e.g. ``/v1/models``), retried like a POST; the decoded JSON answer."""
+        start = time.perf_counter()
+
+        async def attempt(timeout: float) -> Reply:
+            reply = await self._send(path, None, timeout)
+            check_status(reply, self.who, self.errors)
+            return reply
+
+        reply = await with_retries(attempt, self.policy, self.who, self.errors)
+        return parse_json(reply.body, self.who, self.errors), time.perf_counter() - start
+
+    async def _send(self, path: str, body: bytes | None, timeout: float) -> Reply:
+        """POST `body` to `path` (GET when `body` is None)."""
         client, slots = self._state.get()
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    **self.headers}
@@ -354,8 +367,11 @@ class HttpClient:
             start = time.perf_counter()
             self.attempts += 1
             with self._translated(timeout):
-                response = await client.post(path, content=body, headers=headers,
-                                             timeout=timeout)
+                if body is None:
+                    response = await client.get(path, headers=headers, timeout=timeout)
+                else:
+                    response = await client.post(path, content=body, headers=headers,
+                                                 timeout=timeout)
         return Reply(response.status_code, response.headers, response.content,
                      time.perf_counter() - start)
 

@@ -10,6 +10,10 @@ from typing import Any
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     listing = subparsers.add_parser("judges", help="list the decision-model backends")
+    listing.add_argument("--discover", metavar="URL",
+                         help="list the models a server's /v1/models offers, marking decision "
+                         "models (output_modalities: decisions), with the judge id to use")
+    listing.add_argument("--api-key", help="bearer key for --discover (if the server wants one)")
     listing.set_defaults(func=_list_judges)
 
     probe = subparsers.add_parser(
@@ -33,12 +37,31 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 def _list_judges(args: argparse.Namespace) -> int:
     from .._judges._registry import BACKEND_INFO
 
+    if args.discover:
+        return _discover(args.discover, args.api_key)
     rows = [("backend", "example id", "environment", "limits per request")]
     rows += [(b.backend, b.example, b.env, b.limits) for b in BACKEND_INFO]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
               + "  " + row[3])
+    return 0
+
+
+def _discover(url: str, api_key: str | None) -> int:
+    from .._judges._selfhosted import discover, judge_id_for
+
+    models = discover(url, api_key=api_key)
+    if not models:
+        print(f"{url}: /v1/models lists no models")
+        return 1
+    for model in models:
+        kind = {True: "decisions", False: "not a decision model", None: "unmarked"}[model.decisions]
+        hint = judge_id_for(url, model) if model.decisions is not False else "-"
+        print(f"{model.id}\t{kind}\t{hint}")
+    if all(m.decisions is None for m in models):
+        print("(the server does not mark output modalities; llm2jev and other System One servers "
+              "serve every listed model as a decision model)")
     return 0
 
 

@@ -27,11 +27,17 @@ from .._sync import run_sync
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one request to a judge may hold. ``None`` means no limit of that kind."""
+    """What one request to a judge may hold. ``None`` means no limit of that kind.
+
+    `max_questions` bounds the candidates of one shared context (the navigator packs levels
+    by it); `questions_per_call`, when set, only bounds the questions of one call to the
+    server: the judge sends a larger binary request as several calls over the byte-identical
+    context, which an engine's prefix cache serves after the first (self-hosted servers)."""
 
     max_questions: int | None = None
     max_options: int = 255
     max_tokens: int | None = None
+    questions_per_call: int | None = None
 
 
 @dataclass(slots=True)

@@ -69,7 +69,10 @@ from ._http import (
 SYSTEM_ONE_PATH = "/v1/systemone"
 JEV_PRICE_PER_MILLION_INPUT = 0.042  # USD, Jev's public price; output is free
 JEV_LIMITS = Limits(max_questions=None, max_options=255, max_tokens=64_000)
-SELF_HOSTED_LIMITS = Limits(max_questions=64, max_options=255, max_tokens=32_000)
+# llm2jev, Ollama and llama.cpp take up to 64 questions a call; one context may hold more
+# candidates, sent as several calls over the same state (prefix-cache friendly)
+SELF_HOSTED_LIMITS = Limits(max_questions=None, max_options=255, max_tokens=32_000,
+                            questions_per_call=64)
 OPENROUTER_BASE_URL = "https://openrouter.ai/api"
 CHOICE_TOLERANCE = 0.05  # jevcompat SPEC §5: a distribution sums to 1 ± 0.05
 ARGMAX_SLACK = 0.005
@@ -104,7 +107,8 @@ class JevJudge(Judge):
         questions = list(request.questions)
         if not questions:
             return BinaryResult([], Usage())
-        size = self.limits.max_questions or len(questions)
+        size = min(filter(None, (self.limits.max_questions, self.limits.questions_per_call,
+                                 len(questions))))
         chunks = [questions[i:i + size] for i in range(0, len(questions), size)]
         # more questions than one request takes: parallel requests over the same state, which
         # the protocol promises gives the same answers (questions do not see each other)
@@ -345,6 +349,7 @@ def _pop_common(options: dict[str, Any], defaults: Limits,
         max_questions=_optional_int(options.pop("max_questions", defaults.max_questions)),
         max_options=int(options.pop("max_options", defaults.max_options)),
         max_tokens=_optional_int(options.pop("max_tokens", defaults.max_tokens)),
+        questions_per_call=_optional_int(options.pop("questions_per_call", defaults.questions_per_call)),
     )
     if "price_per_million_input" in options:
         price = _optional_float(options.pop("price_per_million_input"))
