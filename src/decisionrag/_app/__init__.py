@@ -16,7 +16,11 @@ Showing
     `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
 Building
     `build_tree(sources, out, cluster=...)` (build plus clustering, atomic);
-    `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`.
+    `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`
+    (a document already in the tree, by key or source file, is replaced in place).
+Editing
+    `remove_documents(tree, keys)`; `sync_sources(tree, sources, dry_run=...)` (added,
+    changed by content hash, removed; one atomic write).
 """
 
 from ._answer import answer_once
@@ -32,9 +36,11 @@ from ._ask import (
 )
 from ._build import add_sources, build_tree, read_documents
 from ._display import format_hits, format_trace, print_result, shorten
+from ._edit import SyncReport, remove_documents, sync_sources
 
 __all__ = [
     "HYBRID_KINDS",
+    "SyncReport",
     "aask",
     "aclose_navigator",
     "add_sources",
@@ -49,5 +55,7 @@ __all__ = [
     "open_navigator",
     "print_result",
     "read_documents",
+    "remove_documents",
     "shorten",
+    "sync_sources",
 ]

@@ -75,8 +75,9 @@ def add_sources(
     on_skip: OnSkip | None = None,
 ) -> Any:
     """Add the documents of `sources` to an existing tree (`decisionrag.add_documents`:
-    each to the nearest existing group); returns its report. The file is replaced atomically."""
+    each to the nearest existing group; one already in the tree, by key or source file,
+    replaces it in its place); returns its report. The file is replaced atomically."""
     from .._cluster import add_documents
 
     return add_documents(tree, read_documents(sources, format, on_skip=on_skip), cache=cache,
-                         progress=progress)
+                         progress=progress, replace=True)

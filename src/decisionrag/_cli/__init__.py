@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from .._errors import DecisionRAGError
 
 # each module defines register(subparsers); its commands set `func(args) -> int`
-_COMMAND_MODULES = ("_tree_cmds", "_cluster_cmds", "_ask", "_answer", "_eval", "_judge_cmds")
+_COMMAND_MODULES = ("_tree_cmds", "_cluster_cmds", "_edit_cmds", "_ask", "_answer", "_eval",
+                    "_judge_cmds")
 
 
 def build_parser() -> argparse.ArgumentParser:

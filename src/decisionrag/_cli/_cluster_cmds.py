@@ -74,8 +74,9 @@ def _register_add(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Add documents to an existing tree file. In a tree built with --cluster, "
         "each new document goes to the group whose centroid is nearest to its embedding (title "
         "and first sentence, same model as the clustering); nothing is re-clustered. Run "
-        "`decisionrag rebalance` when groups have grown past their size bounds. The tree is "
-        "replaced atomically: on an error nothing changes.")
+        "`decisionrag rebalance` when groups have grown past their size bounds. A document "
+        "already in the tree (same id, or same source file) is replaced in its place instead "
+        "of being duplicated. The tree is replaced atomically: on an error nothing changes.")
     parser.add_argument("tree", metavar="TREE", help="the tree file to extend")
     parser.add_argument("sources", nargs="+", metavar="SRC",
                         help="files or folders with the new documents (as for `build`)")
@@ -97,7 +98,7 @@ def _run_add(args: argparse.Namespace) -> int:
 
     report = add_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
                          progress=not args.quiet, on_skip=_warn_skipped)
-    if report.added == 0:
+    if report.added == 0 and not report.replaced:
         raise InputError(f"no documents found in {', '.join(args.sources)}; {args.tree} unchanged")
     if not args.quiet:
         print(report.summary())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,15 +27,25 @@ _BATCH = 512
 
 @dataclass(slots=True)
 class AddReport:
-    """Documents added to a tree, and where they went."""
+    """Documents added to a tree, and where they went; documents replaced (same key or same
+    source file: they keep their place) and removed."""
 
     added: int = 0
     assigned: dict[str, int] = field(default_factory=dict)  # leaf group key -> new documents
     unclustered: int = 0  # added to a tree without clustering (placed by their own groups)
     oversize: list[str] = field(default_factory=list)  # groups now above the size bound
+    replaced: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    removed_groups: int = 0
 
     def summary(self) -> str:
         lines = [f"added {self.added:,} documents"]
+        if self.replaced:
+            lines[0] += f", replaced {len(self.replaced):,}"
+        if self.removed:
+            lines[0] += f", removed {len(self.removed):,}"
+        if self.removed_groups:
+            lines[0] += f" ({self.removed_groups} groups left empty removed)"
         if self.assigned:
             lines.append(f"assigned to {len(self.assigned):,} existing groups (nearest centroid)")
         if self.oversize:
@@ -107,38 +117,107 @@ def _spec_text(spec: DocumentSpec) -> str:
 def add_documents(
     path: str | os.PathLike[str], documents: Iterable[DocumentSpec], *, model: str | None = None,
     encode: EncodeFn | None = None, cache: str | os.PathLike[str] | None = None,
-    use_cache: bool = True, progress: bool = False,
+    use_cache: bool = True, progress: bool = False, replace: bool = False,
 ) -> AddReport:
-    """Add documents to the tree at `path`. In a clustered tree each goes to the leaf group
-    whose centroid is nearest (same embedding model as the clustering; no re-clustering);
-    otherwise documents go where their own `groups` say. The file is replaced atomically."""
+    """Add documents to the tree at `path` (`replace`: a document already in the tree, by key
+    or by source file, is replaced in its place; otherwise that is an InputError). In a
+    clustered tree each goes to the leaf group whose centroid is nearest (same embedding
+    model as the clustering; no re-clustering); otherwise documents go where their own
+    `groups` say. The file is replaced atomically."""
+    return edit_documents(path, add=documents, model=model, encode=encode, cache=cache,
+                          use_cache=use_cache, progress=progress, replace=replace)
+
+
+def edit_documents(
+    path: str | os.PathLike[str], *, add: Iterable[DocumentSpec] = (),
+    remove: Iterable[str] = (), metadata: Mapping[str, dict[str, Any]] | None = None,
+    model: str | None = None, encode: EncodeFn | None = None,
+    cache: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
+    replace: bool = True,
+) -> AddReport:
+    """Change the tree at `path` in one atomic step: remove the documents keyed `remove` (an
+    InputError names any the tree lacks), then write `add` — a document whose key, or whose
+    source file, is already in the tree replaces it in its place; a new one goes to its
+    nearest group (clustered trees) or its own groups — and reset the metadata of documents
+    in `metadata` (key → metadata). Groups left empty are removed."""
     report = AddReport()
     if progress:
         from tqdm import tqdm
 
-        documents = tqdm(documents, desc="adding", unit="doc", leave=False)
+        add = tqdm(add, desc="adding", unit="doc", leave=False)
     try:
-        _add_all(path, documents, model, encode, cache, use_cache, report)
+        _edit(path, add, list(remove), dict(metadata or {}), model, encode, cache, use_cache,
+              replace, report)
     except sqlite3.IntegrityError as exc:  # a passage or section key clashes with the tree's
         raise InputError(f"{path}: new documents reuse ids already in the tree ({exc})") from exc
     return report
 
 
-def _add_all(path: str | os.PathLike[str], documents: Iterable[DocumentSpec], model: str | None,
-             encode: EncodeFn | None, cache: str | os.PathLike[str] | None, use_cache: bool,
-             report: AddReport) -> None:
+def _edit(path: str | os.PathLike[str], documents: Iterable[DocumentSpec], remove: list[str],
+          metadata: dict[str, dict[str, Any]], model: str | None, encode: EncodeFn | None,
+          cache: str | os.PathLike[str] | None, use_cache: bool, replace: bool,
+          report: AddReport) -> None:
     with TreeWriter.update(path) as writer:
-        leaves = _Leaves.load(writer)
-        name = _check_model(leaves, model, writer.path) if leaves else (model or DEFAULT_MODEL)
-        batch: list[DocumentSpec] = []
-        for spec in documents:
-            batch.append(spec)
-            if len(batch) >= _BATCH:
-                _add_batch(writer, leaves, batch, name, encode, cache, use_cache, report)
-                batch = []
-        _add_batch(writer, leaves, batch, name, encode, cache, use_cache, report)
-        if leaves:
-            report.oversize = _oversize(writer, leaves)
+        index = writer.document_index() if replace or remove or metadata else {}
+        missing = [key for key in remove if key not in index]
+        if missing:
+            raise InputError(f"{writer.path} has no document {', '.join(map(repr, missing[:5]))}"
+                             f"{' …' if len(missing) > 5 else ''}; nothing was changed")
+        for key in remove:
+            writer.remove_document(key)
+            report.removed.append(key)
+        for key, meta in metadata.items():
+            writer.set_metadata(index[key][0], meta)
+        by_source = {_resolved(source): key for key, (_id, source) in index.items()
+                     if source and replace}
+        placed = ((_replacing(writer, spec, index, by_source, report) if replace else (spec, None))
+                  for spec in documents)
+        _add_all(writer, placed, model, encode, cache, use_cache, report)
+        report.removed_groups = writer.remove_empty_groups()
+
+
+def _resolved(source: str) -> str:
+    return str(Path(source).resolve())
+
+
+Place = tuple[int, int]  # (parent, pos) of the document a replacement takes the place of
+
+
+def _replacing(writer: TreeWriter, spec: DocumentSpec, index: dict[str, tuple[int, str | None]],
+               by_source: dict[str, str], report: AddReport) -> tuple[DocumentSpec, Place | None]:
+    """`spec` and, when it replaces a document (same key, or same source file: it then keeps
+    the old key), the place of the document it replaces, which is removed now."""
+    key = spec.key if spec.key in index else None
+    source = (spec.meta or {}).get("source")
+    if key is None and isinstance(source, str):
+        key = by_source.get(_resolved(source))
+    if key is None or key in report.removed or key in report.replaced:
+        return spec, None
+    place = writer.remove_document(key)
+    if place is None:
+        return spec, None
+    spec.key = key
+    report.replaced.append(key)
+    return spec, place
+
+
+def _add_all(writer: TreeWriter, documents: Iterable[tuple[DocumentSpec, Place | None]],
+             model: str | None, encode: EncodeFn | None, cache: str | os.PathLike[str] | None,
+             use_cache: bool, report: AddReport) -> None:
+    leaves = _Leaves.load(writer)
+    name = _check_model(leaves, model, writer.path) if leaves else (model or DEFAULT_MODEL)
+    batch: list[DocumentSpec] = []
+    for spec, place in documents:
+        if place is not None:  # a replacement keeps its place: nothing to embed
+            writer.add_document(spec, parent=place[0], pos=place[1])
+            continue
+        batch.append(spec)
+        if len(batch) >= _BATCH:
+            _add_batch(writer, leaves, batch, name, encode, cache, use_cache, report)
+            batch = []
+    _add_batch(writer, leaves, batch, name, encode, cache, use_cache, report)
+    if leaves:
+        report.oversize = _oversize(writer, leaves)
 
 
 def _add_batch(writer: TreeWriter, leaves: _Leaves | None, batch: list[DocumentSpec], model: str,

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._errors import InputError, TreeFormatError
 from .._files import temporary_beside
+from . import _edits
 from ._model import DocumentSpec, Node, NodeKind
 from ._summaries import Summary, read_summaries, write_summaries
 
@@ -170,7 +171,8 @@ class TreeWriter:
         self.counts = {kind.label: 0 for kind in NodeKind}
         for kind, count in db.execute("SELECT kind, count(*) FROM nodes GROUP BY kind"):
             self.counts[NodeKind(kind).label] = count
-        self._child_count = dict(db.execute("SELECT parent, count(*) FROM nodes GROUP BY parent"))
+        self._child_count = dict(db.execute(  # the next free position: gaps left by removals
+            "SELECT parent, max(pos) + 1 FROM nodes GROUP BY parent"))
         self._groups = {}
         for gid, in db.execute("SELECT id FROM nodes WHERE kind=1"):
             path = tuple(n.title for n in self._ancestry(gid))
@@ -239,8 +241,10 @@ class TreeWriter:
             parent = self._groups[prefix]
         return parent
 
-    def add_document(self, spec: DocumentSpec, parent: int | None = None) -> int:
-        """Write a document, its sections and its passages; return the document's id."""
+    def add_document(self, spec: DocumentSpec, parent: int | None = None,
+                     pos: int | None = None) -> int:
+        """Write a document, its sections and its passages; return the document's id. `pos`
+        puts it at that place among `parent`'s children (one a removal left free)."""
         if parent is None:
             parent = self.group_for(spec.groups) if spec.groups else self.root_id
         doc_id = self._new_id()
@@ -249,7 +253,8 @@ class TreeWriter:
         self._next_id = next_id
         description = spec.description or default_description(spec.title, spec)
         self._pending.append((
-            doc_id, doc_key, parent, _DOCUMENT, self._next_pos(parent), doc_id, next_id - 1,
+            doc_id, doc_key, parent, _DOCUMENT, self._next_pos(parent) if pos is None else pos,
+            doc_id, next_id - 1,
             len(spec.passages), spec.title, description, "", "",
             json.dumps(spec.meta) if spec.meta else None,
         ))
@@ -326,6 +331,45 @@ class TreeWriter:
     def set_description(self, node_id: int, description: str) -> None:
         self._flush()
         self._db.execute("UPDATE nodes SET description=? WHERE id=?", (description, node_id))
+
+    # -- editing documents in place (._edits) ----------------------------------------------
+
+    def document_index(self) -> dict[str, tuple[int, str | None]]:
+        """key → (id, source path or None) of every document."""
+        self._flush()
+        return _edits.document_index(self._db)
+
+    def stored_document(self, key: str) -> DocumentSpec | None:
+        self._flush()
+        return _edits.stored_document(self._db, key)
+
+    def remove_document(self, key: str) -> tuple[int, int] | None:
+        """Delete document `key` with its sections and passages; its (parent, pos), which a
+        replacement may take, or None when there is no such document."""
+        self._flush()
+        self._begin()
+        found = _edits.remove_document(self._db, key)
+        if found is None:
+            return None
+        parent, pos, removed = found
+        for label, count in removed.items():
+            self.counts[label] -= count
+        return parent, pos
+
+    def remove_empty_groups(self) -> int:
+        """Remove groups left without children (and their centroids), repeatedly upwards."""
+        self._flush()
+        removed = 0
+        while empty := _edits.empty_groups(self._db):
+            for group_id in empty:
+                self.remove_group(group_id)
+                removed += 1
+        return removed
+
+    def set_metadata(self, node_id: int, meta: dict[str, Any]) -> None:
+        self._flush()
+        self._begin()
+        _edits.set_metadata(self._db, node_id, meta)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run SQL on the file being written (for store extensions: clustering tables)."""
@@ -671,6 +715,10 @@ class Tree:
         """Metadata summaries of the given root, group and document nodes (see ._summaries);
         None for a tree written before they existed."""
         return read_summaries(self._db, ids)
+
+    def stored_document(self, key: str) -> DocumentSpec | None:
+        """Document `key` read back as the spec that would write it (None if absent)."""
+        return _edits.stored_document(self._db, key)
 
     def document_sizes(self) -> list[int]:
         """The number of passages of every document, in id order."""
