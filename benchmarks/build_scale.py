@@ -55,7 +55,7 @@ def _nodes(path: Path) -> list[tuple[object, ...]]:
 
 
 def run_ray(corpus: Path, workdir: Path) -> None:
-    from decisionrag._build import build_tree
+    from decisionrag._app import build_tree
     from decisionrag._scale import RayOptions, build_on_ray
 
     local_out, ray_out = workdir / "local.tree", workdir / "ray.tree"

@@ -15,6 +15,7 @@ import ray
 from decisionrag import Tree, build_tree
 from decisionrag._errors import InputError
 from decisionrag._scale import RayOptions, build_on_ray, ray_encoder
+from decisionrag._scale._ray_build import chunk_plan
 
 pytestmark = pytest.mark.slow
 
@@ -98,15 +99,26 @@ def test_malformed_jsonl_on_a_worker_is_the_same_clear_error(local_ray: None,
     assert not (tmp_path / "ray.tree").exists()
 
 
-def test_workers_minilm_vectors_match_the_local_encoder(local_ray: None) -> None:
+def test_workers_minilm_vectors_are_bit_identical_to_the_local_encoder(local_ray: None) -> None:
     from decisionrag._cluster._embedding import embed_texts
 
     texts = [f"How do I renew passport number {i}?" for i in range(40)] + ["Tax credits."]
     local = embed_texts(texts, use_cache=False, max_tokens=64)
-    remote = ray_encoder(RayOptions(batch_size=8, workers=1, precision="float32"), max_tokens=64)(texts)
-    remote /= np.linalg.norm(remote, axis=1, keepdims=True)
-    assert remote.shape == local.shape
-    assert float(np.min(np.sum(remote * local, axis=1))) > 0.999
+    remote = embed_texts(texts, encode=ray_encoder(RayOptions(workers=1), max_tokens=64),
+                         use_cache=False)
+    assert remote.shape == local.shape == (41, 384)
+    assert np.array_equal(remote, local)
+
+
+def test_chunk_plan_is_the_local_encoders() -> None:
+    texts = [("x" * (i % 7)) + str(i) for i in range(2500)]
+    plan = chunk_plan(texts, 1024)
+    assert [len(c) for c in plan] == [1024, 1024, 452]
+    flat = np.concatenate(plan)
+    assert sorted(flat.tolist()) == list(range(2500))
+    lengths = [len(texts[i]) for i in flat]
+    assert lengths == sorted(lengths, reverse=True)
+    assert [c.tolist() for c in chunk_plan(texts[:9], 1024)] == [list(range(9))]
 
 
 def test_cli_engine_ray(shared_data: Path, tmp_path: Path) -> None:

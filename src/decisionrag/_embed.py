@@ -75,6 +75,10 @@ class Encoder:
                 bar.update(len(chunk))
         return vectors
 
+    def encode_chunk(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """One chunk of `encode` as it encodes it (a build engine's worker runs these)."""
+        return self._encode_batch(texts, batch_size)
+
     def _encode_batch(
         self, texts: Sequence[str], batch_size: int, show_progress: bool = False
     ) -> np.ndarray:

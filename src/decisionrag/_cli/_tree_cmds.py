@@ -87,8 +87,9 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--address", metavar="ADDR",
                        help="with --engine ray: the cluster to join (e.g. ray://head:10001 or "
                        "'auto'); default: start a local Ray instance")
-    group.add_argument("--ray-batch-size", type=int, default=256, metavar="N",
-                       help="with --engine ray: texts per encoder call (default 256)")
+    group.add_argument("--ray-batch-size", type=int, metavar="N",
+                       help="with --engine ray: texts per encoder call (default 1024, the local "
+                       "encoder's chunk: vectors bit-identical to a local build's)")
     group.add_argument("--ray-workers", type=int, metavar="N",
                        help="with --engine ray: encoder actors (default: one per GPU, else one "
                        "per two CPUs)")
@@ -111,8 +112,9 @@ def _run_build(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         from .._scale import RayOptions, build_on_ray
 
-        ray_options = RayOptions(address=args.address, batch_size=args.ray_batch_size,
-                                 workers=args.ray_workers, precision=args.precision)
+        ray_options = RayOptions(address=args.address, workers=args.ray_workers,
+                                 precision=args.precision,
+                                 **({"batch_size": args.ray_batch_size} if args.ray_batch_size else {}))
         report = build_on_ray(args.sources, args.out, options=ray_options, format=args.format,
                               cluster=args.cluster, cluster_model=args.cluster_model,
                               cluster_options=options, progress=not args.quiet)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._embed import CHUNK_SIZE
 from .._errors import InputError, missing_extra
 
 # A block is one file to parse; a parse result of many documents (a JSONL shard) is one row.
@@ -34,13 +35,16 @@ class RayOptions:
     """How a build uses Ray.
 
     `address` joins a running cluster (``ray://host:10001`` or ``auto``); None starts a local
-    instance with `num_cpus` CPUs (None: all). `batch_size` texts go to an encoder call;
+    instance with `num_cpus` CPUs (None: all). `batch_size` texts go to an encoder call
+    (default: the local encoder's chunk, 1,024 — keep it so, and vectors are bit-identical to
+    a one-machine build's on the same hardware; another size changes padding, so vectors by
+    float rounding and possibly the groups);
     `workers` encoder actors run at once (None: one per GPU when the cluster has GPUs, else
     one per two CPUs); `precision` is the encoder's (``auto``, ``float32``, ``bfloat16``)."""
 
     address: str | None = None
     num_cpus: int | None = None
-    batch_size: int = 256
+    batch_size: int = CHUNK_SIZE
     workers: int | None = None
     precision: str | None = None
 
@@ -114,23 +118,44 @@ def ray_read(plan: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
 
 
 class _EncoderActor:
-    """Worker side: one encoder per actor, loaded once, fed batches of texts."""
+    """Worker side: one encoder per actor, loaded once, fed one chunk of texts per call."""
 
     def __init__(self, model: str | None, precision: str | None, max_tokens: int,
-                 encode: bytes | None) -> None:
+                 encode: bytes | None, threads: int) -> None:
         self.encode: Callable[[Sequence[str]], np.ndarray]
         if encode is not None:
             self.encode = pickle.loads(encode)  # cloudpickle output loads with pickle
             return
+        import torch
+
         from .._embed import load_encoder
 
+        torch.set_num_threads(threads)  # the driver's: same kernels, same bits
         encoder = load_encoder(model, precision=precision)
         encoder.model.max_seq_length = min(encoder.model.max_seq_length or max_tokens, max_tokens)
-        self.encode = lambda texts: encoder.encode(list(texts), batch_size=64)
+        self.encode = lambda texts: encoder.encode_chunk(texts, batch_size=64)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         vectors = np.asarray(self.encode([str(t) for t in batch["text"]]), dtype=np.float32)
         return {"i": batch["i"], "vector": vectors}
+
+
+def _torch_threads() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 1
+    return int(torch.get_num_threads())
+
+
+def chunk_plan(texts: Sequence[str], chunk_size: int) -> list[np.ndarray]:
+    """The row indices of each encoder call, as `Encoder.encode` makes them on one machine
+    (one call for a small input; else longest first, `chunk_size` at a time), so a worker's
+    call holds the same texts in the same order — same padding, same vectors."""
+    if len(texts) <= chunk_size:
+        return [np.arange(len(texts), dtype=np.int64)]
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    return [order[i:i + chunk_size] for i in range(0, len(texts), chunk_size)]
 
 
 def _gpu_count(ray: Any) -> int:
@@ -162,12 +187,13 @@ def ray_encoder(options: RayOptions, model: str | None = None, *, max_tokens: in
             return np.zeros((0, 0), dtype=np.float32)
         import pyarrow as pa
 
-        table = pa.table({"i": np.arange(len(texts), dtype=np.int64), "text": list(texts)})
+        blocks = [pa.table({"i": rows, "text": [texts[i] for i in rows]})
+                  for rows in chunk_plan(texts, options.batch_size)]
         actors, gpus = _actor_count(ray, options)
-        dataset = ray.data.from_arrow(table).repartition(max(1, len(texts) // options.batch_size))
-        encoded = dataset.map_batches(
-            _EncoderActor, fn_constructor_args=(model, options.precision, max_tokens, payload),
-            batch_size=options.batch_size, batch_format="numpy",
+        encoded = ray.data.from_arrow(blocks).map_batches(
+            _EncoderActor,
+            fn_constructor_args=(model, options.precision, max_tokens, payload, _torch_threads()),
+            batch_size=None, batch_format="numpy",  # one call per block: one chunk of the plan
             compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus or None)
         out: np.ndarray | None = None
         for batch in encoded.iter_batches(batch_format="numpy", batch_size=None):
