@@ -18,6 +18,7 @@ from .._errors import InputError
 from .._tree import Node, NodeKind, Tree
 from .._tree._summaries import Summary
 from ._config import Preset
+from ._filters import Filter
 from ._render import Entry, Kind
 
 CHILDREN_CACHE_NODES = 250_000  # about 100 MB of group/page nodes at most
@@ -187,6 +188,26 @@ class TreeView:
 
     # -- ancestry and reading order ---------------------------------------------------------
 
+
+    def admissible(self, nodes: Sequence[Node], test: Filter) -> list[Node]:
+        """The candidates among `nodes` that can satisfy `test`: roots, groups and documents
+        by the summary of the documents below them (None: unknown, kept), sections when one
+        of their passages matches, passages exactly on `metadata`. Every stage of a walk
+        takes its candidates through here, so nothing that cannot match is ever judged."""
+        inner = [n for n in nodes if n.kind <= NodeKind.DOCUMENT]
+        summaries = dict(zip((n.id for n in inner), self.summaries(inner), strict=True))
+        kept = []
+        for node in nodes:
+            if node.kind <= NodeKind.DOCUMENT:
+                summary = summaries[node.id]
+                ok = summary is None or test.may_match(summary)
+            elif node.kind == NodeKind.SECTION:
+                ok = any(test.matches(self.metadata(p)) for p in self.tree.passages_of(node))
+            else:
+                ok = test.matches(self.metadata(node))
+            if ok:
+                kept.append(node)
+        return kept
     def ancestors(self, node: Node) -> list[Node]:
         """Groups and pages above `node`, outermost first (root excluded)."""
         chain: list[Node] = []

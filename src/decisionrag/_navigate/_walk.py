@@ -314,30 +314,12 @@ class Walk:
     # -- metadata filters -----------------------------------------------------------------
 
     def admit(self, nodes: list[Node], stage: str) -> list[Node]:
-        """`nodes` without those the filters rule out (counted under `stage` in the trace):
-        groups and documents by the summary of the documents below them, sections and
-        passages exactly (a section when one of its passages matches)."""
+        """`nodes` without those the filters rule out (`TreeView.admissible`), counted under
+        `stage` in the trace. Every candidate list of the walk passes through here."""
         if self.filters is None or not nodes:
             return nodes
-        kept = [node for node, ok in zip(nodes, self._admissible(nodes), strict=True) if ok]
+        kept = self.view.admissible(nodes, self.filters)
         if len(kept) < len(nodes):
             filtered = self.trace.filtered
             filtered[stage] = filtered.get(stage, 0) + len(nodes) - len(kept)
         return kept
-
-    def _admissible(self, nodes: list[Node]) -> list[bool]:
-        assert self.filters is not None
-        test = self.filters
-        inner = [n for n in nodes if n.kind <= NodeKind.DOCUMENT]
-        summaries = dict(zip((n.id for n in inner), self.view.summaries(inner), strict=True))
-        verdicts = []
-        for node in nodes:
-            if node.kind <= NodeKind.DOCUMENT:
-                summary = summaries[node.id]
-                verdicts.append(summary is None or test.may_match(summary))
-            elif node.kind == NodeKind.SECTION:
-                verdicts.append(any(test.matches(self.view.metadata(p))
-                                    for p in self.tree.passages_of(node)))
-            else:
-                verdicts.append(test.matches(self.view.metadata(node)))
-        return verdicts
