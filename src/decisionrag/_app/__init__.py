@@ -12,6 +12,9 @@ Asking
 Answering
     `answer_once(tree_path, query, generator=..., stream=..., on_event=...)`: open, walk,
     answer with citations, release (the engine is `decisionrag._answer`).
+Reranking
+    `rerank_texts(judge, query, texts)`: any texts (another retriever's results) judged in
+    one shared context, then reordered by one multiple choice, as the walk's last stages.
 Showing
     `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
 Building
@@ -37,6 +40,7 @@ from ._ask import (
 from ._build import add_sources, build_tree, read_documents
 from ._display import format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
+from ._rerank import rerank_texts
 
 __all__ = [
     "HYBRID_KINDS",
@@ -56,6 +60,7 @@ __all__ = [
     "print_result",
     "read_documents",
     "remove_documents",
+    "rerank_texts",
     "shorten",
     "sync_sources",
 ]

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._app import aask, open_navigator
 from .._errors import InputError
 from .._judges import Judge, load_judge
+from .._sync import run_sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +71,17 @@ class TreeSource:
     def navigator(self) -> Any:
         with self._lock:
             if self._navigator is None:
-                from .._navigate import Navigator
-                from .._tree import Tree
-
                 judge = self.judge_spec
                 if not isinstance(judge, Judge):
                     judge = load_judge(judge, **self.judge_options)
-                self._navigator = Navigator(Tree.open(self.tree_path), judge, self.preset)
+                self._navigator = open_navigator(self.tree_path, judge, self.preset)
             return self._navigator
 
     def retrieve(self, query: str, k: int) -> list[Passage]:
-        result = self.navigator.retrieve(query, k=k)
-        return [Passage.from_dict(_hit_dict(hit)) for hit in result.hits[:k]]
+        return run_sync(self.aretrieve(query, k))
 
     async def aretrieve(self, query: str, k: int) -> list[Passage]:
-        result = await self.navigator.aretrieve(query, k=k)
+        result = await aask(self.navigator, query, k)
         return [Passage.from_dict(_hit_dict(hit)) for hit in result.hits[:k]]
 
 
