@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import NavigationError
+from ._render import QUESTION_FORMS, QuestionForm
 
 if TYPE_CHECKING:
     from .._judges import Judge
@@ -120,7 +121,10 @@ class Preset:
     with `route_groups=False` group levels are skipped and every document is judged directly
     (rendered under its parent group's title). `headings` None disables the heading stage,
     `notepad` None ignores conversation memory, `hybrid_k` is how many passages of an
-    attached retriever join the passage stage.
+    attached retriever join the passage stage. `questions` is the binary question form:
+    ``paper`` (the paper's full sentence per candidate) or ``compact`` (the sentence once in
+    the shared context, ``Page 12?`` per candidate: fewer billed tokens, see
+    docs/integrations.md).
     """
 
     name: str
@@ -134,6 +138,7 @@ class Preset:
     route_groups: bool = True
     hybrid_k: int = 20
     notes: str = ""
+    questions: QuestionForm = "paper"
 
     def group_settings(self, depth: int) -> StageSettings:
         return self.groups[min(depth, len(self.groups) - 1)]
@@ -146,6 +151,7 @@ class Preset:
         mc_mode: McMode | None = None,
         hybrid_k: int | None = None,
         task: Task | None = None,
+        questions: QuestionForm | None = None,
     ) -> Preset:
         """A copy with the settings the command line exposes replaced (None = unchanged)."""
         preset = self
@@ -162,6 +168,11 @@ class Preset:
             preset = replace(preset, hybrid_k=hybrid_k)
         if task is not None:
             preset = replace(preset, task=task)
+        if questions is not None:
+            if questions not in QUESTION_FORMS:
+                raise NavigationError(f"unknown question form {questions!r}: use one of "
+                                      f"{', '.join(QUESTION_FORMS)}")
+            preset = replace(preset, questions=questions)
         return preset
 
 

@@ -22,7 +22,7 @@ from .._errors import JudgeProtocolError
 from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, Usage
 from .._tree import Node, NodeKind
 from ._config import StageSettings
-from ._render import PREAMBLE, Entry, Kind, TaskWording, binary_request, pack
+from ._render import PREAMBLE, Entry, Kind, QuestionForm, TaskWording, binary_request, pack
 from ._result import Stage, StageTrace, Trace
 from ._view import TreeView
 
@@ -71,11 +71,12 @@ class LevelEngine:
     """Judges levels of candidates for one query (`query_text`, rendered for `task`)."""
 
     def __init__(self, view: TreeView, judge: Judge, query_text: str, task: TaskWording,
-                 concurrency: int | None = None) -> None:
+                 concurrency: int | None = None, form: QuestionForm = "paper") -> None:
         self.view = view
         self.judge = judge
         self.query_text = query_text
         self.task = task
+        self.form: QuestionForm = form
         self.trace = Trace()
         self.usage = Usage()
         self._idle_since = time.perf_counter()  # when the last judge answer came back
@@ -161,7 +162,8 @@ class LevelEngine:
             max_tokens=_smallest(settings.max_tokens_per_request, limits.max_tokens),
             keep_siblings=settings.keep_siblings,
         )
-        requests = [binary_request(self.query_text, chunk, kind, self.task, notepad) for chunk in chunks]
+        requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form)
+                    for chunk in chunks]
         start = self.sending(stage)
         pending = asyncio.gather(*(self.send(request) for request in requests))
         if read_ahead is not None:

@@ -46,7 +46,8 @@ class Walk:
         self.notepad = notepad
         self.task: TaskWording = self._task()
         self.query_text = render_query(query, self.task)
-        self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency)
+        self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency,
+                                  form=preset.questions)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
 
