@@ -80,14 +80,6 @@ class RetryPolicy:
         if self.timeout <= 0 or self.deadline <= 0:
             raise JudgeConfigError("timeout and deadline must be positive numbers of seconds")
 
-    @classmethod
-    def from_options(cls, options: dict[str, Any]) -> RetryPolicy:
-        """Pop ``max_attempts``, ``timeout``, ``deadline``, ... out of judge options."""
-        fields = {"max_attempts": int, "backoff_initial": float, "backoff_max": float,
-                  "jitter": float, "retry_after_cap": float, "timeout": float, "deadline": float}
-        chosen = {name: kind(options.pop(name)) for name, kind in fields.items() if name in options}
-        return cls(**chosen)
-
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based) when the server names none."""
         delay = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))

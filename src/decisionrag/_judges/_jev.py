@@ -38,6 +38,7 @@ import asyncio
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError, missing_extra
@@ -55,7 +56,6 @@ from ._base import (
 )
 from ._fleet import FLEET_OPTIONS, FleetTransport, split_urls
 from ._http import (
-    DEFAULT_CONCURRENCY,
     HttpClient,
     PerLoop,
     Retryable,
@@ -65,6 +65,7 @@ from ._http import (
     parse_retry_after,
     with_retries,
 )
+from ._options import HttpJudgeOptions
 
 SYSTEM_ONE_PATH = "/v1/systemone"
 JEV_PRICE_PER_MILLION_INPUT = 0.042  # USD, Jev's public price; output is free
@@ -341,36 +342,21 @@ def _translate_sdk_error(sdk: Any, exc: Exception, who: str) -> Exception:
 # ---------------------------------------------------------------- factories
 
 
-def _pop_common(options: dict[str, Any], defaults: Limits,
-                price: float | None) -> tuple[RetryPolicy, int, Limits, float | None]:
-    policy = RetryPolicy.from_options(options)
-    concurrency = int(options.pop("concurrency", DEFAULT_CONCURRENCY))
-    limits = Limits(
-        max_questions=_optional_int(options.pop("max_questions", defaults.max_questions)),
-        max_options=int(options.pop("max_options", defaults.max_options)),
-        max_tokens=_optional_int(options.pop("max_tokens", defaults.max_tokens)),
-        questions_per_call=_optional_int(options.pop("questions_per_call", defaults.questions_per_call)),
-    )
-    if "price_per_million_input" in options:
-        price = _optional_float(options.pop("price_per_million_input"))
-    return policy, concurrency, limits, price
+@dataclass(frozen=True)
+class TypesafeOptions(HttpJudgeOptions):
+    compression: Any = None  # the SDK's request compression (false turns it off)
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value in (None, "", "none", "None") else int(value)
+@dataclass(frozen=True)
+class SelfHostedOptions(HttpJudgeOptions):
+    model: str = "jev-latest"
+    balance: float | None = None  # fleet: see decisionrag._judges._fleet
+    cooldown: float | None = None
+    max_cooldown: float | None = None
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value in (None, "", "none", "None") else float(value)
-
-
-def _no_leftovers(options: dict[str, Any], who: str) -> None:
-    if options:
-        raise JudgeConfigError(f"{who}: unknown options {sorted(options)}")
-
-
-def _required_key(options: dict[str, Any], env: str, who: str) -> str:
-    key = options.pop("api_key", None) or os.environ.get(env, "").strip()
+def _required_key(given: str | None, env: str, who: str) -> str:
+    key = given or os.environ.get(env, "").strip()
     if not key:
         raise JudgeConfigError(f"{who}: no API key: set the environment variable {env} "
                                "(or pass api_key=...)")
@@ -385,18 +371,18 @@ def typesafe_judge(model: str, **options: Any) -> JevJudge:
     """Jev through the official SDK: ``typesafe:jev-1.13`` (``TYPESAFE_API_KEY``)."""
     who = f"typesafe:{model}" if model else "typesafe"
     model = model or os.environ.get("TYPESAFE_DEFAULT_MODEL", "").strip() or "jev-latest"
-    policy, concurrency, limits, price = _pop_common(options, JEV_LIMITS, _jev_price(model))
-    key = _required_key(options, "TYPESAFE_API_KEY", who)
+    given = TypesafeOptions.parse(options, who)
+    key = _required_key(given.api_key, "TYPESAFE_API_KEY", who)
     sdk_options: dict[str, Any] = {"api_key": key, "model": model}
-    base_url = options.pop("base_url", None) or os.environ.get("TYPESAFE_BASE_URL", "").strip()
+    base_url = given.base_url or os.environ.get("TYPESAFE_BASE_URL", "").strip()
     if base_url:
         sdk_options["base_url"] = base_url
-    if "compression" in options:
-        sdk_options["compression"] = _compression(options.pop("compression"))
-    _no_leftovers(options, who)
+    if "compression" in given.given:
+        sdk_options["compression"] = _compression(given.compression)
     _import_sdk()
-    transport = SdkTransport(sdk_options, policy, concurrency, who)
-    return JevJudge(model, transport, limits=limits, price_per_million_input=price, who=who)
+    transport = SdkTransport(sdk_options, given.policy(), given.concurrency, who)
+    return JevJudge(model, transport, limits=given.limits(JEV_LIMITS),
+                    price_per_million_input=given.price(_jev_price(model)), who=who)
 
 
 def _compression(value: Any) -> Any:
@@ -408,15 +394,15 @@ def openrouter_judge(model: str, **options: Any) -> JevJudge:
     who = f"openrouter:{model}"
     if not model:
         raise JudgeConfigError("openrouter: name the model, e.g. openrouter:typesafe/jev-1.13")
-    policy, concurrency, limits, price = _pop_common(options, JEV_LIMITS, _jev_price(model))
-    key = _required_key(options, "OPENROUTER_API_KEY", who)
-    base_url = (options.pop("base_url", None) or os.environ.get("OPENROUTER_BASE_URL", "").strip()
+    given = HttpJudgeOptions.parse(options, who)
+    key = _required_key(given.api_key, "OPENROUTER_API_KEY", who)
+    base_url = (given.base_url or os.environ.get("OPENROUTER_BASE_URL", "").strip()
                 or OPENROUTER_BASE_URL)
-    _no_leftovers(options, who)
     headers = {"Authorization": f"Bearer {key}", "X-Title": "decisionrag"}
-    client = HttpClient(base_url, headers=headers, policy=policy, concurrency=concurrency, who=who)
-    return JevJudge(model, HttpTransport(client), limits=limits,
-                    price_per_million_input=price, who=who)
+    client = HttpClient(base_url, headers=headers, policy=given.policy(),
+                        concurrency=given.concurrency, who=who)
+    return JevJudge(model, HttpTransport(client), limits=given.limits(JEV_LIMITS),
+                    price_per_million_input=given.price(_jev_price(model)), who=who)
 
 
 def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
@@ -427,11 +413,13 @@ def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
                                "jev-compatible:http://127.0.0.1:8000")
     fleet = [u.removesuffix(SYSTEM_ONE_PATH) for u in split_urls(url)] if "," in url else []
     root = url.rstrip("/").removesuffix(SYSTEM_ONE_PATH)
-    model = str(options.pop("model", "jev-latest"))
-    policy, concurrency, limits, price = _pop_common(options, SELF_HOSTED_LIMITS, None)
-    key = options.pop("api_key", None) or os.environ.get("JEV_COMPATIBLE_API_KEY", "").strip()
-    fleet_options = {name: float(options.pop(name)) for name in FLEET_OPTIONS if name in options}
-    _no_leftovers(options, who)
+    given = SelfHostedOptions.parse(options, who)
+    model = given.model
+    policy, concurrency = given.policy(), given.concurrency
+    limits, price = given.limits(SELF_HOSTED_LIMITS), given.price(None)
+    key = given.api_key or os.environ.get("JEV_COMPATIBLE_API_KEY", "").strip()
+    fleet_options = {name: float(getattr(given, name)) for name in FLEET_OPTIONS
+                     if name in given.given}
     # no Authorization header without a key: some servers refuse one when auth is off
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     transport: _Transport

@@ -37,7 +37,8 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
-from ._http import DEFAULT_CONCURRENCY, HttpClient, RetryPolicy, make_usage
+from ._http import HttpClient, make_usage
+from ._options import HttpJudgeOptions
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_PRICE_PER_MILLION_INPUT = 0.10
@@ -144,25 +145,13 @@ def openai_judge(model: str, **options: Any) -> OpenAIDecisionsJudge:
     if not model:
         raise JudgeConfigError("openai: name the model, e.g. openai:gpt-6-luna")
     who = f"openai:{model}"
-    policy = RetryPolicy.from_options(options)
-    concurrency = int(options.pop("concurrency", DEFAULT_CONCURRENCY))
-    key = options.pop("api_key", None) or os.environ.get("OPENAI_API_KEY", "").strip()
+    given = HttpJudgeOptions.parse(options, who)
+    key = given.api_key or os.environ.get("OPENAI_API_KEY", "").strip()
     if not key:
         raise JudgeConfigError(f"{who}: no API key: set the environment variable OPENAI_API_KEY "
                                "(or pass api_key=...)")
-    base_url = (options.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL", "").strip()
-                or OPENAI_BASE_URL)
-    limits = Limits(max_questions=_maybe_int(options.pop("max_questions", None)),
-                    max_options=int(options.pop("max_options", OPENAI_LIMITS.max_options)),
-                    max_tokens=_maybe_int(options.pop("max_tokens", OPENAI_LIMITS.max_tokens)))
-    price = options.pop("price_per_million_input", OPENAI_PRICE_PER_MILLION_INPUT)
-    if options:
-        raise JudgeConfigError(f"{who}: unknown options {sorted(options)}")
-    client = HttpClient(base_url, headers={"Authorization": f"Bearer {key}"}, policy=policy,
-                        concurrency=concurrency, who=who)
-    return OpenAIDecisionsJudge(model, client, limits=limits,
-                                price_per_million_input=None if price is None else float(price))
-
-
-def _maybe_int(value: Any) -> int | None:
-    return None if value in (None, "", "none") else int(value)
+    base_url = given.base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or OPENAI_BASE_URL
+    client = HttpClient(base_url, headers={"Authorization": f"Bearer {key}"},
+                        policy=given.policy(), concurrency=given.concurrency, who=who)
+    return OpenAIDecisionsJudge(model, client, limits=given.limits(OPENAI_LIMITS),
+                                price_per_million_input=given.price(OPENAI_PRICE_PER_MILLION_INPUT))

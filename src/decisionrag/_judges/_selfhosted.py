@@ -30,7 +30,8 @@ from typing import Any
 from .._errors import JudgeConfigError, JudgeProtocolError
 from .._sync import run_sync
 from ._http import HttpClient, RetryPolicy
-from ._jev import SELF_HOSTED_LIMITS, SYSTEM_ONE_PATH, HttpTransport, JevJudge, _no_leftovers, _pop_common
+from ._jev import SELF_HOSTED_LIMITS, SYSTEM_ONE_PATH, HttpTransport, JevJudge
+from ._options import HttpJudgeOptions
 
 OLLAMA_DEFAULT = "http://127.0.0.1:11434"
 LLAMACPP_DEFAULT = "http://127.0.0.1:8080"
@@ -47,13 +48,18 @@ def _root(url: str, who: str) -> str:
     return url.rstrip("/").removesuffix(SYSTEM_ONE_PATH).removesuffix("/v1")
 
 
-def _judge(who: str, root: str, model: str, options: dict[str, Any], env_key: str) -> JevJudge:
-    policy, concurrency, limits, price = _pop_common(options, SMALL_WINDOW_LIMITS, None)
-    key = options.pop("api_key", None) or os.environ.get(env_key, "").strip()
-    _no_leftovers(options, who)
+@dataclass(frozen=True)
+class LlamaCppOptions(HttpJudgeOptions):
+    model: str = "default"
+
+
+def _judge(who: str, root: str, model: str, given: HttpJudgeOptions, env_key: str) -> JevJudge:
+    key = given.api_key or os.environ.get(env_key, "").strip()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    client = HttpClient(root, headers=headers, policy=policy, concurrency=concurrency, who=who)
-    return JevJudge(model, HttpTransport(client), limits=limits, price_per_million_input=price, who=who)
+    client = HttpClient(root, headers=headers, policy=given.policy(),
+                        concurrency=given.concurrency, who=who)
+    return JevJudge(model, HttpTransport(client), limits=given.limits(SMALL_WINDOW_LIMITS),
+                    price_per_million_input=given.price(None), who=who)
 
 
 def ollama_base(value: str | None = None) -> str:
@@ -74,16 +80,17 @@ def ollama_judge(model: str, **options: Any) -> JevJudge:
     if not model:
         raise JudgeConfigError("ollama: name the model, e.g. ollama:MODEL (see `decisionrag judges "
                                "--discover http://127.0.0.1:11434`)")
-    root = _root(ollama_base(options.pop("base_url", None)), who)
-    return _judge(who, root, model, options, "OLLAMA_API_KEY")
+    given = HttpJudgeOptions.parse(options, who)
+    root = _root(ollama_base(given.base_url), who)
+    return _judge(who, root, model, given, "OLLAMA_API_KEY")
 
 
 def llamacpp_judge(url: str, **options: Any) -> JevJudge:
     """``llamacpp:URL`` - llama.cpp's server (``llama-server``) with a decision model."""
     who = f"llamacpp:{url}" if url else "llamacpp"
     root = _root(url or LLAMACPP_DEFAULT, who)
-    model = str(options.pop("model", "default"))
-    return _judge(who, root, model, options, "LLAMACPP_API_KEY")
+    given = LlamaCppOptions.parse(options, who)
+    return _judge(who, root, given.model, given, "LLAMACPP_API_KEY")
 
 
 @dataclass(frozen=True, slots=True)

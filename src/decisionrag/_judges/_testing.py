@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from .._errors import JudgeConfigError
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -20,6 +23,7 @@ from ._base import (
     Usage,
     estimate_tokens,
 )
+from ._options import JudgeOptions
 
 Scorer = Callable[[str, Candidate], float]
 Scores = Mapping[str, float] | Scorer
@@ -151,3 +155,53 @@ class SimulatedJudge(ScriptedJudge):
         result, seconds = await self._served(lambda: ScriptedJudge.choice(self, request))
         result.usage.seconds = seconds
         return result
+
+
+# ---------------------------------------------------------------- factories (`scripted`, `simulated`)
+
+
+def scripted_judge(model: str, **options: Any) -> Judge:
+    """``scripted``: keyword options are `ScriptedJudge`'s."""
+    return ScriptedJudge(**options)
+
+
+@dataclass(frozen=True)
+class SimulatedOptions(JudgeOptions):
+    """What a ``simulated:…`` id may set (``simulated:latency=0.2,concurrency=8``)."""
+
+    latency: float = 0.2
+    concurrency: int | None = None
+    max_questions: int | None = None
+    max_tokens: int | None = None
+
+
+def simulated_judge(model: str, **options: Any) -> Judge:
+    """``simulated:latency=0.2,concurrency=N,max_questions=N,max_tokens=N``; keyword options
+    are `SimulatedJudge`'s (an id's settings do not override them)."""
+    who = "simulated judge"
+    given = SimulatedOptions.parse(parse_id_options(model), who)
+    if not 0.0 <= given.latency < math.inf:
+        raise JudgeConfigError(f"{who}: latency={given.latency!r} is not a number of seconds")
+    for name in ("concurrency", "max_questions", "max_tokens"):
+        value = getattr(given, name)
+        if name in given.given and (value is None or value <= 0):
+            raise JudgeConfigError(f"{who}: {name}={value!r} is not a positive integer")
+    if given.concurrency is not None:
+        options.setdefault("concurrency", given.concurrency)
+    if {"max_questions", "max_tokens"} & given.given:
+        options.setdefault("limits", Limits(
+            max_questions=given.max_questions,
+            max_tokens=given.chosen("max_tokens", HOSTED_LIMITS.max_tokens),
+        ))
+    return SimulatedJudge(given.latency, **options)
+
+
+def parse_id_options(text: str) -> dict[str, str]:
+    """``latency=0.2,concurrency=8`` -> {"latency": "0.2", "concurrency": "8"}."""
+    options: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise JudgeConfigError(f"judge option {part!r} is not of the form name=value")
+        options[key.strip()] = value.strip()
+    return options
