@@ -260,3 +260,16 @@ def test_word_documents(tmp_path: Path) -> None:
     build_tree([path], tmp_path / "t.tree")
     with Tree.open(tmp_path / "t.tree") as tree:
         assert tree.node("runbook.docx").title == "Runbook"
+
+
+def test_table_of_contents_entries_are_not_passages() -> None:
+    pdf = FPDF()
+    pdf.add_page()
+    _heading(pdf, "Contents", 16)
+    _para(pdf, "Introduction . . . . . . . . . . . . 3")
+    _para(pdf, "Installing .................. 12")
+    _heading(pdf, "Introduction", 16)
+    _para(pdf, "Dots like these... are fine in text. And so is 3.")
+    document = parse_pdf(_bytes(pdf), "x")
+    assert [(p.section, p.text) for p in document.passages] == [
+        (("Introduction",), "Dots like these... are fine in text. And so is 3.")]

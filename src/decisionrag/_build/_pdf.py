@@ -13,7 +13,10 @@ What becomes what (the heuristics, in order):
    with `` | ``, and a passage of its own.
 3. **Running headers and footers.** In a file of 3+ pages, a line in the top or bottom 12% of
    the page whose text (digits masked) recurs at the same height on at least half of the pages
-   is dropped, as is a line there that is only a page number (``3``, ``- 3 -``, ``Page 3 of 9``).
+   is dropped, as is a line there that is only a page number (``3``, ``iv``, ``- 3 -``,
+   ``Page 3 of 9``).
+   Table-of-contents entries (a title, a dot leader of 4+ dots, a page number) are dropped too:
+   the outline or the headings already give that structure.
 4. **Sections.** From the outline (bookmarks) when the file has one: an entry opens at its
    destination (page, and height when it gives one), nested entries below their parents; the
    heading line that repeats the entry's title is not a passage. Without an outline, from
@@ -55,8 +58,9 @@ PARAGRAPH_GAP = 1.3  # times the usual line spacing that still continues a parag
 MARGIN = 0.12  # share of the page height at the top and bottom where running lines live
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _BULLET = re.compile(r"^([•◦▪‣∙·\-–*]|\d{1,3}[.)]|[a-z][.)])\s")
-_PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*\d{1,4}\s*[-–—]?(\s*(of|/)\s*\d{1,4})?$",
+_PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-–—]?(\s*(of|/)\s*\d{1,4})?$",
                           re.IGNORECASE)
+_DOT_LEADER = re.compile(r"(?:\.\s*){4,}[\divxlc]+$", re.IGNORECASE)
 _END_PUNCTUATION = (".", "!", "?", ":", ";", "\"", "”", ")")
 
 
@@ -235,14 +239,14 @@ def _drop_running_lines(lines: list[_Line], heights: list[float]) -> list[_Line]
         return line.y > height * (1 - MARGIN) or line.y < height * MARGIN
 
     if n_pages < 3:
-        return lines
+        return [line for line in lines if not _DOT_LEADER.search(line.text)]
     pages_with: dict[tuple[str, int], set[int]] = {}
     for line in lines:
         if in_margin(line):
             pages_with.setdefault(line.key, set()).add(line.page)
     running = {key for key, pages in pages_with.items() if len(pages) >= max(2, n_pages / 2)}
     return [line for line in lines if not (in_margin(line) and (
-        line.key in running or _PAGE_NUMBER.match(line.text)))]
+        line.key in running or _PAGE_NUMBER.match(line.text))) and not _DOT_LEADER.search(line.text)]
 
 
 def _outline_marks(reader: Any) -> list[_Mark]:

@@ -33,19 +33,25 @@ class KeySummary:
     text: tuple[str, str] | None = None
 
     def add(self, value: Any) -> None:
-        for item in value if isinstance(value, list) else (value,):
-            if self.values is not None:
-                self.values.add(item)
-                if len(self.values) > MAX_VALUES:
+        for item in value if type(value) is list else (value,):
+            values = self.values
+            if values is not None:
+                values.add(item)
+                if len(values) > MAX_VALUES:
                     self.values = None
-            if isinstance(item, bool) or item is None:
-                continue
-            if isinstance(item, (int, float)):
-                self.num = (item, item) if self.num is None else (
-                    min(self.num[0], item), max(self.num[1], item))
-            elif isinstance(item, str):
-                self.text = (item, item) if self.text is None else (
-                    min(self.text[0], item), max(self.text[1], item))
+            kind = type(item)
+            if kind is str:
+                text = self.text
+                if text is None:
+                    self.text = (item, item)
+                elif item < text[0] or item > text[1]:
+                    self.text = (min(text[0], item), max(text[1], item))
+            elif kind is int or kind is float:
+                num = self.num
+                if num is None:
+                    self.num = (item, item)
+                elif item < num[0] or item > num[1]:
+                    self.num = (min(num[0], item), max(num[1], item))
 
     def merge(self, other: KeySummary) -> None:
         self.n += other.n
@@ -124,12 +130,20 @@ def write_summaries(db: sqlite3.Connection) -> None:
         summary = Summary.of_metadata([own, *passage_metas.get(doc_id, ())])
         if doc_id in passage_metas:
             rows.append(_row(doc_id, summary))
-        current = parent
-        while current is not None:
-            summaries[current].merge(summary)
-            current = parents[current]
+        summaries[parent].merge(summary)  # into its own group only: groups roll up below
+    for node_id in sorted(summaries, key=lambda n: -_depth(n, parents)):  # deepest first
+        parent = parents[node_id]
+        if parent is not None:
+            summaries[parent].merge(summaries[node_id])
     rows.extend(_row(node_id, summary) for node_id, summary in summaries.items())
     db.executemany(f"INSERT INTO {_TABLE} VALUES (?, ?, ?)", rows)
+
+
+def _depth(node_id: int, parents: dict[int, int | None]) -> int:
+    depth, current = 0, parents[node_id]
+    while current is not None:
+        depth, current = depth + 1, parents[current]
+    return depth
 
 
 def _row(node_id: int, summary: Summary) -> tuple[int, int, str]:
