@@ -265,3 +265,11 @@ async def test_round_trip_ours_to_theirs_to_ours_keeps_the_numbers() -> None:
 def test_documents_are_langchain_documents(xquad_tree: Path) -> None:
     docs = DecisionRAGRetriever(tree=str(xquad_tree), judge="scripted", k=2).invoke(QUERY)
     assert all(isinstance(d, Document) for d in docs) and len(docs) == 2
+
+
+def test_batch_and_abatch_share_one_navigator_safely(xquad_tree: Path) -> None:
+    retriever = DecisionRAGRetriever(tree=str(xquad_tree), judge=ScriptedJudge(), k=3)
+    queries = ["Normans England", "Kenya capital", "Faust author", "steam engine", "oxygen"] * 2
+    one_by_one = [[d.id for d in retriever.invoke(q)] for q in queries]
+    threaded = retriever.batch(queries, config={"max_concurrency": 5})  # LangChain's thread pool
+    assert [[d.id for d in docs] for docs in threaded] == one_by_one

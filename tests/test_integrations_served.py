@@ -1,0 +1,115 @@
+"""The framework retrievers over a live `decisionrag serve` (started here on 127.0.0.1): LangChain's
+standard retriever suite unmodified, and the LlamaIndex retriever, through `decisionrag.Client`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("langchain_tests")
+pytest.importorskip("llama_index.core")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+import decisionrag
+from decisionrag import Tree, build_tree
+from decisionrag.integrations.langchain import DecisionRAGRetriever
+from decisionrag.integrations.llamaindex import DecisionRAGRetriever as LlamaRetriever
+
+if not hasattr(decisionrag, "Client"):
+    pytest.skip("decisionrag.Client is not in this build", allow_module_level=True)
+
+QUERY = "What did the Normans do in England?"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    path = tmp_path_factory.mktemp("served") / "xquad.tree"
+    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(xquad_tree: Path) -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "decisionrag", "serve", str(xquad_tree), "--judge", "embedded",
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"decisionrag serve exited: {process.stderr.read()[-2000:]!r}")  # type: ignore[union-attr]
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            pytest.fail("decisionrag serve did not get ready in 90 s")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class TestStandardRetrieverSuiteOverServe(RetrieversIntegrationTests):
+    """LangChain's own retriever tests, unmodified, against a live server."""
+
+    @pytest.fixture(autouse=True)
+    def _over(self, server: str) -> None:
+        self.params = {"url": server}
+
+    @property
+    def retriever_constructor(self) -> type[DecisionRAGRetriever]:
+        return DecisionRAGRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return self.params
+
+    @property
+    def retriever_query_example(self) -> str:
+        return QUERY
+
+
+async def test_served_and_local_give_the_same_passages(server: str, xquad_tree: Path) -> None:
+    remote = await DecisionRAGRetriever(url=server, k=3).ainvoke(QUERY)
+    local = DecisionRAGRetriever(tree=str(xquad_tree), k=3).invoke(QUERY)
+    assert [d.id for d in remote] == [d.id for d in local]
+    assert [d.metadata["path"] for d in remote] == [d.metadata["path"] for d in local]
+    local_scores = [d.metadata["score"] for d in local]
+    assert [d.metadata["score"] for d in remote] == pytest.approx(local_scores, abs=1e-5)
+
+
+async def test_llamaindex_retriever_over_the_server(server: str, xquad_tree: Path) -> None:
+    nodes = await LlamaRetriever(url=server, k=2).aretrieve(QUERY)
+    assert len(nodes) == 2
+    with Tree.open(xquad_tree) as tree:
+        for item in nodes:
+            assert tree.node(item.node.node_id).text == item.node.get_content()
