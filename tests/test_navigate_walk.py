@@ -369,7 +369,7 @@ def test_choice_order_mode_reorders_the_shortlist(pets: Tree, mc_judge: Scripted
     assert [h.choice for h in result.hits] == pytest.approx([0.6, 0.3, 0.1])
     (request,) = choices(mc_judge)
     assert [c.id for c in request.candidates] == ["d2-p0", "d2-p1", "d2-p2"]  # reading order
-    assert request.options == ("Paragraph 1", "Paragraph 2", "Paragraph 3")
+    assert request.options == ("[Paragraph 1]", "[Paragraph 2]", "[Paragraph 3]")
 
 
 def test_choice_shortlist_only_the_binary_top_m(pets: Tree, mc_judge: ScriptedJudge) -> None:

@@ -21,6 +21,7 @@ EXPECTED = {
     # answers with citations (#15)
     "Answer", "AnswerError", "AnswerEvent", "Citation", "OpenAICompatibleGenerator", "aanswer", "answer",
     "astream_answer", "load_generator", "stream_answer",
+    "DeadlineExceeded", "QueryDeadline",  # issue 16: bounded time
 }
 
 
@@ -42,6 +43,7 @@ def test_exception_tree() -> None:
         assert issubclass(error, decisionrag.JudgeError)
     assert issubclass(decisionrag.MissingDependency, ImportError)
     assert issubclass(decisionrag.AnswerError, decisionrag.DecisionRAGError)
+    assert issubclass(decisionrag.DeadlineExceeded, decisionrag.JudgeUnavailable)
 
 
 def test_import_is_light() -> None:

@@ -21,8 +21,10 @@ from ._answer import (
 from ._app import build_tree
 from ._build import BuildReport
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
+from ._deadline import QueryDeadline
 from ._errors import (
     AnswerError,
+    DeadlineExceeded,
     DecisionRAGError,
     InputError,
     JudgeConfigError,
@@ -89,6 +91,7 @@ __all__ = [
     "Citation",
     "ClusterReport",
     "Conversation",
+    "DeadlineExceeded",
     "DecisionRAGError",
     "DenseRetriever",
     "DocumentSpec",
@@ -115,6 +118,7 @@ __all__ = [
     "PassageSpec",
     "Preset",
     "Query",
+    "QueryDeadline",
     "Result",
     "Retriever",
     "ScriptedJudge",

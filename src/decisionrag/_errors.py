@@ -7,6 +7,7 @@ DecisionRAGError
 │   ├── JudgeConfigError  unknown judge id, missing key, missing optional dependency
 │   ├── JudgeRequestError the server refused the request (400/401/403/404/422): retrying won't help
 │   ├── JudgeUnavailable  retries exhausted (408/429/5xx, timeouts, connection errors)
+│   │   └── DeadlineExceeded the query's deadline or retry budget ran out first
 │   └── JudgeProtocolError the answer broke the protocol (missing answers, NaN, bad sums)
 ├── AnswerError           the answer (chat) model could not be reached or answered unusably
 └── NavigationError       a navigation configuration that cannot run on this tree
@@ -47,6 +48,10 @@ class JudgeRequestError(JudgeError):
 
 class JudgeUnavailable(JudgeError):
     """The server kept failing (throttling, server errors, timeouts) after all retries."""
+
+
+class DeadlineExceeded(JudgeUnavailable):
+    """A query's deadline (or its budget of retries) ran out before the judge answered."""
 
 
 class JudgeProtocolError(JudgeError):

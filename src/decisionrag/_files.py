@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -40,22 +41,99 @@ def cache_root() -> Path:
 
 
 def temporary_beside(path: PathLike, suffix: str = ".tmp") -> Path:
-    """A new empty temporary file in `path`'s folder (created), for a later ``os.replace``."""
+    """A new empty temporary file in `path`'s folder (created), for a later ``os.replace``.
+
+    Its name carries this process's id (``.NAME.PID.RANDOM.tmp``) and its mode follows the
+    umask, as a file made with ``open`` would (mkstemp's 0600 would make every tree private).
+    Temporary files of `path` left by writers that died (SIGKILL, power loss) are removed
+    first: a process that no longer exists cannot come back for them."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
-    os.close(fd)
+    remove_stale_temporaries(target, suffix)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
+                               dir=target.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     return Path(tmp)
 
 
+def current_umask() -> int:
+    """The process umask (read from /proc where it can be, without changing it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_LEGACY_AGE = 24 * 3600.0  # seconds: a temporary file without a pid older than this is abandoned
+
+
+def remove_stale_temporaries(path: PathLike, suffix: str = ".tmp") -> list[Path]:
+    """Delete the temporary files of `path` whose writer is dead; the paths removed.
+
+    Also removes, when older than a day, the pid-less names of earlier versions
+    (``NAME.RANDOM.tmp``, ``.NAME.RANDOM.tmp``)."""
+    target = Path(path)
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not name.endswith(suffix):
+            continue
+        for prefix in (f".{target.name}.", f"{target.name}."):
+            if name.startswith(prefix) and _abandoned(name[len(prefix):-len(suffix)], entry):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+                break
+    return removed
+
+
+def _abandoned(middle: str, entry: os.DirEntry[str]) -> bool:
+    pid, _, rest = middle.partition(".")
+    if pid.isdigit() and rest and "." not in rest:
+        return not _process_alive(int(pid))
+    if "." in middle or len(middle) != 8:
+        return False  # not a name a writer of ours made
+    try:
+        return time.time() - entry.stat(follow_symlinks=False).st_mtime > _LEGACY_AGE
+    except OSError:
+        return False
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # another user's process, or not ours to judge
+    return True
+
+
 @contextlib.contextmanager
-def atomic_path(path: PathLike, *, mode: int = 0o644, suffix: str = ".tmp") -> Iterator[Path]:
-    """A temporary path to write; renamed to `path` when the block succeeds, removed if not."""
+def atomic_path(path: PathLike, *, mode: int | None = None, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path to write; renamed to `path` when the block succeeds, removed if not.
+    The file gets `mode`, or (None) what the umask gives a new file."""
     target = Path(path)
     tmp = temporary_beside(target, suffix)
     try:
         yield tmp
-        os.chmod(tmp, mode)  # mkstemp makes files private; ours are ordinary files
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -63,7 +141,7 @@ def atomic_path(path: PathLike, *, mode: int = 0o644, suffix: str = ".tmp") -> I
 
 
 def atomic_write(
-    path: PathLike, data: bytes | str | Callable[[IO[bytes]], Any], *, mode: int = 0o644
+    path: PathLike, data: bytes | str | Callable[[IO[bytes]], Any], *, mode: int | None = None
 ) -> Path:
     """Write `data` (bytes, text as UTF-8, or a function writing to a binary stream) to `path`
     so that readers see the old file or the complete new one, never a part."""

@@ -12,7 +12,13 @@ concurrency, retries, deadlines and error translation behave the same for every 
   call fit in `RetryPolicy.deadline` seconds; when they are spent, `JudgeUnavailable`;
 * any other 4xx (400, 401, 403, 404, 413, 422, ...) is final: `JudgeRequestError` carrying the
   status and the server's own message;
-* a 2xx body that is not strict JSON (NaN and Infinity are not JSON) is `JudgeProtocolError`.
+* a 2xx body that is not strict JSON (NaN and Infinity are not JSON) is `JudgeProtocolError`;
+* every attempt is bounded as a whole (connect, headers and every byte of the body: a server
+  that trickles one byte a second is cut off at `RetryPolicy.timeout`, not reset per byte);
+* within a `QueryDeadline` (``with QueryDeadline(10): ...``, or ``deadline=`` of a
+  Navigator query) every call of the query shares one clock and one retry budget: attempts
+  are cut at the query's end, a ``Retry-After`` that reaches past it ends the call at once
+  (`DeadlineExceeded`), and retries stop when the query's budget of retries is spent.
 
 The exception classes are those of an `ErrorFamily`: judges and the describer use
 `JUDGE_ERRORS` (above), the answer model `ANSWER_ERRORS` (every failure an `AnswerError`).
@@ -32,8 +38,10 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
+from ._deadline import QueryDeadline, active_deadline
 from ._errors import (
     AnswerError,
+    DeadlineExceeded,
     JudgeConfigError,
     JudgeProtocolError,
     JudgeRequestError,
@@ -114,27 +122,71 @@ async def with_retries(
     """Run `attempt(timeout)` until it returns, raises a final error, or the policy is spent.
 
     `attempt` raises `Retryable` for failures worth another try; anything else propagates.
+    Each attempt is cut at `timeout` as a whole (however the bytes trickle in); the active
+    `QueryDeadline`, if any, bounds the attempts, the waits and the number of retries too.
     """
+    query = active_deadline()
     start = time.monotonic()
     last: Retryable | None = None
     tries = 0
     while tries < policy.max_attempts:
-        remaining = policy.deadline - (time.monotonic() - start)
+        remaining = _remaining(policy, start, query)
         if remaining <= 0:
             break
         tries += 1
         try:
-            return await attempt(min(policy.timeout, remaining))
+            return await _bounded(attempt, min(policy.timeout, remaining), who, query)
         except Retryable as exc:
             last = exc
+            if query is not None:
+                query.note(str(exc))
         delay = _next_delay(last, tries, policy)
-        if tries >= policy.max_attempts or time.monotonic() - start + delay >= policy.deadline:
+        if tries >= policy.max_attempts:
             break
+        if query is not None and last.retry_after is not None and last.retry_after > query.remaining():
+            raise _unavailable_for(query, errors, f"{who}: the server asked to retry after "
+                                   f"{last.retry_after:g}s, past the query's deadline "
+                                   f"({max(0.0, query.remaining()):.1f}s left): {last}") from last
+        if delay >= _remaining(policy, start, query):
+            break
+        if query is not None:
+            if query.retries >= query.retry_budget:
+                raise _unavailable_for(query, errors, f"{who}: the query's budget of "
+                                       f"{query.retry_budget} retries is spent: {last}") from last
+            query.retries += 1
         await asyncio.sleep(delay)
     elapsed = time.monotonic() - start
-    raise errors.unavailable(
-        f"{who}: gave up after {tries} attempt(s) in {elapsed:.1f}s: {last}"
-    ) from last
+    message = f"{who}: gave up after {tries} attempt(s) in {elapsed:.1f}s: {last}"
+    if query is not None and query.remaining() <= 0:
+        raise _unavailable_for(query, errors, f"{who}: the query's deadline of "
+                               f"{query.seconds:g}s passed after {tries} attempt(s): {last}") from last
+    raise errors.unavailable(message) from last
+
+
+def _remaining(policy: RetryPolicy, start: float, query: QueryDeadline | None) -> float:
+    left = policy.deadline - (time.monotonic() - start)
+    return left if query is None else min(left, query.remaining())
+
+
+def _unavailable_for(query: QueryDeadline, errors: ErrorFamily, message: str) -> Exception:
+    if errors is JUDGE_ERRORS:
+        return DeadlineExceeded(message)
+    return errors.unavailable(message)
+
+
+async def _bounded(attempt: Callable[[float], Awaitable[T]], timeout: float, who: str,
+                   query: QueryDeadline | None) -> T:
+    """One attempt, cut at `timeout` seconds whatever it is doing (connect, headers, body)."""
+    if query is not None:
+        query.in_flight += 1
+    try:
+        async with asyncio.timeout(timeout):
+            return await attempt(timeout)
+    except TimeoutError as exc:
+        raise Retryable(f"{who}: no response within {timeout:.1f}s (headers and the whole body)") from exc
+    finally:
+        if query is not None:
+            query.in_flight -= 1
 
 
 def _next_delay(error: Retryable, tries: int, policy: RetryPolicy) -> float:
@@ -198,7 +250,7 @@ def server_message(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace").strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _shorten(text) or "(empty body)"
     return _shorten(_message_of(data) or text)
 
@@ -241,6 +293,9 @@ def parse_json(body: bytes, who: str, errors: ErrorFamily = JUDGE_ERRORS) -> Any
         return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:
         raise errors.protocol(f"{who}: the response body is not UTF-8") from exc
+    except RecursionError as exc:
+        raise errors.protocol(f"{who}: the response body is JSON nested too deeply to read "
+                              f"({len(body):,} bytes)") from exc
     except ValueError as exc:
         start = body[:40].decode("utf-8", errors="replace")
         raise errors.protocol(

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import InputError
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -39,7 +41,32 @@ class Query:
     def is_conversational(self) -> bool:
         return bool(self.history)
 
+    def check(self) -> Query:
+        """This query, or `InputError` when it cannot be asked: an empty question, or text
+        that is not valid Unicode (a byte that was not UTF-8 on the command line arrives as a
+        lone surrogate, which no judge can be sent)."""
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InputError("the question is empty: ask something")
+        _check_text(self.text, "the question")
+        _check_text(self.context, "the context")
+        for number, turn in enumerate(self.history, 1):
+            _check_text(turn.text, f"turn {number} of the history")
+        return self
+
     def last_turns(self, n: int = 6) -> tuple[Turn, ...]:
         """The last `n` turns including the current user turn."""
         turns = (*self.history, Turn("user", self.text))
         return turns[-n:]
+
+
+def _check_text(text: str, what: str) -> None:
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be text, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        byte = ord(bad) - 0xDC00 if 0xDC80 <= ord(bad) <= 0xDCFF else None
+        shown = f"byte 0x{byte:02x}" if byte is not None else f"character U+{ord(bad):04X}"
+        raise InputError(f"{what} is not valid UTF-8 text: {shown} at position {exc.start} "
+                         "(re-encode it as UTF-8)") from None

@@ -38,7 +38,7 @@ from ._ask import (
     open_navigator,
 )
 from ._build import add_sources, build_tree, read_documents
-from ._display import format_hits, format_trace, print_result, shorten
+from ._display import degraded_warning, format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
 from ._rerank import rerank_texts
 
@@ -53,6 +53,7 @@ __all__ = [
     "ask_once",
     "build_tree",
     "close_navigator",
+    "degraded_warning",
     "format_hits",
     "format_trace",
     "load_retriever",

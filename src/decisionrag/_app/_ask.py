@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._judges import Judge, load_judge
 from .._navigate import Navigator, Preset, Result, Retriever, get_preset
@@ -80,10 +81,12 @@ def close_navigator(navigator: Navigator, *, judge: bool = True, tree: bool = Tr
 
 
 async def aask(navigator: Navigator, query: str | Query, k: int = 10,
-               filters: Mapping[str, Any] | None = None) -> Result:
+               filters: Mapping[str, Any] | None = None, *,
+               deadline: float | QueryDeadline | None = None) -> Result:
     """One retrieval on an open navigator (what a service runs per request); `filters` keep
-    the passages whose metadata match (see `Navigator.aretrieve`)."""
-    return await navigator.aretrieve(Query.of(query), k=k, filters=filters)
+    the passages whose metadata match (see `Navigator.aretrieve`); `deadline` (seconds or a
+    `QueryDeadline`) bounds all of it."""
+    return await navigator.aretrieve(Query.of(query), k=k, filters=filters, deadline=deadline)
 
 
 def ask(
@@ -97,21 +100,24 @@ def ask(
     judge: Judge | None = None,
     hybrid: str | None = None,
     filters: Mapping[str, Any] | None = None,
+    deadline: float | QueryDeadline | None = None,
 ) -> Result:
     """Open the tree, load the judge, answer once, release both (a `judge` passed in is not
     closed). `hybrid` ("bm25" or "dense") adds that retriever's top passages to the passage
-    stage; `filters` keep only passages whose metadata match. The code path of
-    `decisionrag ask` and the demo."""
+    stage; `filters` keep only passages whose metadata match; `deadline` bounds the query.
+    The code path of `decisionrag ask` and the demo."""
+    query = Query.of(query).check()  # before a model is loaded for it
     navigator = open_navigator(tree_path, judge or judge_id, preset, overrides=overrides,
                                hybrid=hybrid)
-    return run_sync(_ask_and_close(navigator, Query.of(query), k, filters,
-                                   close_judge=judge is None))
+    return run_sync(_ask_and_close(navigator, query, k, filters,
+                                   close_judge=judge is None, deadline=deadline))
 
 
 async def _ask_and_close(navigator: Navigator, query: Query, k: int,
-                         filters: Mapping[str, Any] | None, *, close_judge: bool) -> Result:
+                         filters: Mapping[str, Any] | None, *, close_judge: bool,
+                         deadline: float | QueryDeadline | None = None) -> Result:
     try:
-        return await aask(navigator, query, k, filters)
+        return await aask(navigator, query, k, filters, deadline=deadline)
     finally:
         await aclose_navigator(navigator, judge=close_judge)
 

@@ -23,7 +23,7 @@ def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
     cluster: int | str | None = None, cluster_model: str | None = None,
     cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
-    reader: Reader | None = None,
+    reader: Reader | None = None, force: bool = False,
 ) -> BuildReport:
     """Build a tree file at `out` from files and folders (see `decisionrag._build`).
 
@@ -31,12 +31,13 @@ def build_tree(
     the file is committed; `cluster_options` go to `decisionrag.cluster_documents`
     (branching, seed, describer, cache, encode, ...). The clustering report is kept in
     `BuildReport.cluster`. `reader` replaces how planned sources become documents (a build
-    engine, e.g. Ray); documents must come in plan order."""
+    engine, e.g. Ray); documents must come in plan order. `force`: replace a file at `out`
+    that is not a tree (never a source, a folder or a device)."""
     finish = None
     if cluster is not None:
         finish = _cluster_step(cluster, cluster_model, dict(cluster_options or {}))
     return write_tree(sources, out, format=format, progress=progress, reader=reader,
-                      finish=finish)
+                      finish=finish, force=force)
 
 
 def _cluster_step(n_groups: int | str, model: str | None,

@@ -15,6 +15,14 @@ def shorten(text: str, width: int) -> str:
     return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …") or "(empty)"
 
 
+def degraded_warning(result: Result) -> str | None:
+    """One line naming the stages of a degraded walk, or None for a complete one."""
+    if not result.degraded:
+        return None
+    parts = ", ".join(f"{stage} stage: {n} candidates not judged" for stage, n in result.degraded.items())
+    return f"degraded result ({parts}); the ranking uses what was judged"
+
+
 def format_hits(result: Result) -> str:
     if not result.hits:
         return "No passages found."
@@ -55,6 +63,10 @@ def _stage_lines(stage: StageTrace, branch: str, indent: str) -> list[str]:
                                      if stage.filtered else "")
     )
     lines = [head]
+    if stage.unjudged:
+        lines.append(f"{indent}!  DEGRADED: {stage.unjudged} candidates not judged "
+                     f"({_plural(len(stage.errors), 'failed request')}: {shorten(stage.errors[0], 120)})")
+    lines.extend(f"{indent}!  {note}" for note in stage.notes)
     shown = stage.kept[:SHOWN_PER_STAGE]
     opened = set(stage.opened)
     for position, (key, score) in enumerate(shown):

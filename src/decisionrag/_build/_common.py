@@ -50,3 +50,27 @@ def collapse_spaces(text: str) -> str:
 def title_from_filename(stem: str) -> str:
     """A readable title from a file name: ``getting_started-guide`` → ``getting started guide``."""
     return collapse_spaces(stem.replace("_", " ").replace("-", " ")) or stem
+
+
+LONG_DOCUMENT_PASSAGES = 60  # the heading stage's threshold: longer pages are opened by heading
+PART_PASSAGES = 7  # per part of a long headingless document: the heading stage's default
+# keep (8) parts x 7 = 56 passages fit its max_passages (60), so every kept part opens whole
+_PART_WORDS = 12
+
+
+def split_headingless(passages: list[PassageSpec]) -> list[PassageSpec] | None:
+    """A long document without any heading, cut into parts of PART_PASSAGES passages, each
+    part a section headed ``Part k (passages a–b): its first words…`` so that the heading stage
+    can reach every passage (a walk otherwise opens only the first LONG_DOCUMENT_PASSAGES);
+    None when the document is short or has headings."""
+    if len(passages) <= LONG_DOCUMENT_PASSAGES or any(p.section for p in passages):
+        return None
+    parts: list[PassageSpec] = []
+    for start in range(0, len(passages), PART_PASSAGES):
+        window = passages[start:start + PART_PASSAGES]
+        words = window[0].text.split()
+        opening = " ".join(words[:_PART_WORDS]) + ("…" if len(words) > _PART_WORDS else "")
+        heading = (f"Part {start // PART_PASSAGES + 1} (passages {start + 1}–"
+                   f"{start + len(window)}): {opening}",)
+        parts.extend(PassageSpec(p.text, heading, p.key, p.meta) for p in window)
+    return parts

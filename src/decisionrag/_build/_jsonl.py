@@ -62,8 +62,34 @@ def _check(record: Any, where: str) -> Record:
     return record
 
 
+class _Consistency:
+    """Passage ids seen so far and each document's title, with the lines that gave them: a
+    second passage with one id, or a document given two titles, is an error naming both."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.ids: dict[str, int] = {}
+        self.titles: dict[str, tuple[str, int]] = {}
+
+    def check(self, record: Record, line_no: int) -> None:
+        where = f"{self.path}, line {line_no}"
+        first = self.ids.setdefault(record["id"], line_no)
+        if first != line_no:
+            raise InputError(f"{where}: passage id {record['id']!r} is already used at line "
+                             f"{first} (duplicate node ids: {record['id']!r} ×2); passage ids "
+                             "must be unique")
+        title = (record.get("doc_title") or "").strip()
+        if title:
+            known = self.titles.setdefault(record["doc_id"], (title, line_no))
+            if known[0] != title:
+                raise InputError(
+                    f"{where}: doc_id {record['doc_id']!r} has doc_title {title!r}, but line "
+                    f"{known[1]} gave it {known[0]!r}; one document has one title")
+
+
 def read_records(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Record]]:
     """(line number, checked record) for every non-blank line of a JSONL file."""
+    consistency = _Consistency(path)
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             if progress is not None:
@@ -80,7 +106,11 @@ def read_records(path: Path, progress: Progress | None = None) -> Iterator[tuple
             except json.JSONDecodeError as exc:
                 message = f"{where}: malformed JSON ({exc.msg}, column {exc.colno})"
                 raise InputError(message) from exc
-            yield line_no, _check(record, where)
+            except RecursionError as exc:
+                raise InputError(f"{where}: JSON nested too deeply") from exc
+            checked = _check(record, where)
+            consistency.check(checked, line_no)
+            yield line_no, checked
 
 
 def _contiguous(records: Iterable[tuple[int, Record]], path: Path) -> Iterator[list[Record]]:

@@ -62,7 +62,12 @@ def _walk(folder: Path) -> Iterator[Path]:
             continue
         if entry.is_dir(follow_symlinks=False):  # linked folders could loop
             yield from _walk(Path(entry.path))
-        elif entry.is_file():
+            continue
+        try:
+            is_file = entry.is_file()
+        except OSError:  # a link to itself (ELOOP) and the like: read, and skipped as unreadable
+            is_file = True
+        if is_file:
             yield Path(entry.path)
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._tree import DocumentSpec, TreeWriter
+from .._tree import DocumentSpec, TreeWriter, check_output
+from ._common import PART_PASSAGES, split_headingless
 from ._sources import FORMATS, Progress, _documents, _plan, _Source, source_size
 
 Finish = Callable[[TreeWriter, bool], Any]  # (writer, progress) -> report kept in BuildReport.cluster
@@ -31,12 +32,15 @@ class BuildReport:
     ignored: int = 0
     seconds: float = 0.0
     cluster: Any = None  # the ClusterReport when the build clustered its documents
+    split: int = 0  # long documents without headings written as parts (see split_headingless)
 
     def summary(self) -> str:
         counts = self.counts
         return (f"wrote {self.path}: {counts.get('document', 0):,} documents, "
                 f"{counts.get('passage', 0):,} passages, {counts.get('section', 0):,} sections, "
-                f"{counts.get('group', 0):,} groups in {self.seconds:.1f} s")
+                f"{counts.get('group', 0):,} groups in {self.seconds:.1f} s"
+                + (f"; {self.split:,} long documents without headings split into parts of "
+                   f"{PART_PASSAGES} passages" if self.split else ""))
 
     def warning(self) -> str | None:
         """One line about skipped documents, or None when nothing was skipped."""
@@ -84,6 +88,7 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Progress]:
 def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
     progress: bool = False, reader: Reader | None = None, finish: Finish | None = None,
+    force: bool = False,
 ) -> BuildReport:
     """Build a tree file at `out` from files and folders; see `decisionrag._build`.
 
@@ -91,15 +96,18 @@ def build_tree(
     committed (the application layer clusters there); what it returns is kept in
     `BuildReport.cluster`. `reader` replaces how planned sources become documents (a build
     engine, e.g. Ray); documents must come in plan order. Clustering builds go through
-    `decisionrag.build_tree` (the application layer)."""
+    `decisionrag.build_tree` (the application layer).
+
+    `out` may be a new path or an existing tree; anything else there (a user's file) is
+    refused unless `force`, and a source of this build, a folder or a device always is."""
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     if not sources:
         raise InputError("no sources given")
-    if Path(out).is_dir():
-        raise InputError(f"{out}: is a folder; name the tree file to write")
+    check_output(out, sources, force=force)
     started = time.perf_counter()
     plan, ignored = _plan(sources, format)
+    check_output(out, [source.path for source in plan], force=force)
     report = BuildReport(path=Path(out), ignored=ignored)
     try:
         report.counts = _write(sources, plan, out, report, progress, reader or _read_locally,
@@ -116,6 +124,10 @@ def _write(sources: Sequence[str | Path], plan: list[_Source], out: str | Path,
     total = sum(source_size(source.path) for source in plan)
     with TreeWriter(out) as writer, _progress_bar(total, progress) as advance:
         for document in reader(plan, report, advance):
+            parts = split_headingless(document.passages)
+            if parts is not None:
+                document = replace(document, passages=parts)
+                report.split += 1
             writer.add_document(document)
         if writer.counts["document"] == 0:
             raise InputError(_nothing_found(sources, report))

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .._errors import DecisionRAGError
+from ._terminal import SafeStream, printable
 
 # each module defines register(subparsers); its commands set `func(args) -> int`
 _COMMAND_MODULES = ("_tree_cmds", "_cluster_cmds", "_edit_cmds", "_ask", "_answer", "_eval",
@@ -45,6 +46,15 @@ def _exit_on_sigterm() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    out = sys.stdout  # stderr stays raw: progress bars draw there with \r
+    sys.stdout = SafeStream(out)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = out
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     _exit_on_sigterm()
     args = parser.parse_args(argv)
@@ -54,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DecisionRAGError as exc:
-        print(f"decisionrag: error: {exc}", file=sys.stderr)
+        print(printable(f"decisionrag: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("decisionrag: interrupted", file=sys.stderr)

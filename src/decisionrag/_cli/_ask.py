@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._app import degraded_warning
+from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._query import Query, Turn
+from ._terminal import printable
+from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
+
+DEFAULT_DEADLINE = 60.0  # seconds for one query from the command line
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -33,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="binary question form: the paper's sentence per candidate (default) "
                         "or compact (the sentence once in the context, 'Page 12?' per candidate: "
                         "about 45%% fewer billed tokens on an NQ-sized tree)")
+    parser.add_argument("--on-failure", choices=("degrade", "fail"),
+                        help="when a judge request still fails after its retries: go on without "
+                        "its candidates and flag the result (degrade, the presets' default) or "
+                        "stop with an error naming the stage (fail)")
     parser.add_argument("--hybrid", choices=("bm25", "dense"),
                         help="add this retriever's top passages to the passage stage (hybrid "
                         "candidates; the dense index is built once per tree and cached on disk)")
@@ -46,6 +56,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--filters", metavar="JSON",
                         help="a filter as JSON, e.g. '{\"year\": {\"gte\": 2023}, \"or\": [...]}' "
                         "(combined with --filter)")
+    parser.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                        help="the whole query (every request, retry and wait) must finish within "
+                        f"this many seconds, or fail naming the stage (default {DEFAULT_DEADLINE:g})")
+    parser.add_argument("--notice-after", type=seconds_arg, default=DEFAULT_NOTICE_AFTER,
+                        metavar="SECONDS", help="print a line on stderr when the judge has not "
+                        f"answered for this long, and again as often (default {DEFAULT_NOTICE_AFTER:g})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
     parser.add_argument("--html", type=Path, metavar="FILE",
@@ -54,21 +70,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._app import ask
-
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
     history = read_history(args.history) if args.history else ()
-    query = Query(text=args.question, context=args.context, history=history)
-    result = ask(
-        args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
-        overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
-                   "hybrid_k": args.hybrid_k, "questions": args.questions},
-        hybrid=args.hybrid, filters=_filters(args),
-    )
+    query = Query(text=args.question, context=args.context, history=history).check()
+    scope = QueryDeadline(args.deadline)
+    with notice_when_slow(scope, args.notice_after):
+        result = _ask_once(args, query, scope)
     if args.html:
         write_html(args.html, result.to_html())
         print(f"wrote {args.html}", file=sys.stderr)
+    warning = degraded_warning(result)
+    if warning:
+        print(printable(f"decisionrag: warning: {warning}"), file=sys.stderr)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         print()
@@ -90,6 +104,26 @@ def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
             raise InputError("--filters: expected a JSON object")
         spec = {"and": [*(spec or {}).get("and", []), given]}
     return spec
+def seconds_arg(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
+def _ask_once(args: argparse.Namespace, query: Query, scope: QueryDeadline) -> Any:
+    from .._app import ask
+
+    return ask(
+        args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
+        overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
+                   "on_failure": args.on_failure, "questions": args.questions,
+                   "hybrid_k": args.hybrid_k},
+        hybrid=args.hybrid, filters=_filters(args), deadline=scope,
+    )
 
 
 def write_html(path: Path, page: str) -> None:
@@ -108,15 +142,25 @@ def write_html(path: Path, page: str) -> None:
 def read_history(path: Path) -> tuple[Turn, ...]:
     """Turns from a JSON list or JSON lines of {"role": "user"|"agent", "text": ...}."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read the history file ({exc.strerror})") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line_no = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}: line {line_no}: not UTF-8 (byte 0x{data[exc.start]:02x} at "
+                         f"offset {exc.start}); save the history as UTF-8") from exc
     stripped = text.strip()
     if stripped.startswith("["):
         try:
             items = json.loads(stripped)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise InputError(f"{path}: JSON nested too deeply") from exc
+        if not isinstance(items, list):
+            raise InputError(f"{path}: expected a JSON list of turns")
         return tuple(_turn(item, path, index + 1, "item") for index, item in enumerate(items))
     turns = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -126,6 +170,8 @@ def read_history(path: Path) -> tuple[Turn, ...]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: line {number}: not valid JSON ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise InputError(f"{path}: line {number}: JSON nested too deeply") from exc
         turns.append(_turn(item, path, number, "line"))
     return tuple(turns)
 

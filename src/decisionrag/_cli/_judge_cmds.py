@@ -7,6 +7,10 @@ import asyncio
 import json
 from typing import Any
 
+from .._deadline import QueryDeadline
+from ._ask import DEFAULT_DEADLINE, seconds_arg
+from ._waiting import notice_when_slow
+
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     listing = subparsers.add_parser("judges", help="list the decision-model backends")
@@ -30,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                        "(repeatable)")
     probe.add_argument("--judgment-cache", metavar="DIR",
                        help="remember answers in this directory (a rerun costs nothing)")
+    probe.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                       help="the call (every attempt, retry and wait) must finish within this "
+                       f"many seconds (default {DEFAULT_DEADLINE:g})")
     probe.add_argument("--json", action="store_true", help="print JSON")
     probe.set_defaults(func=_probe)
 
@@ -71,7 +78,9 @@ def _probe(args: argparse.Namespace) -> int:
     options: dict[str, Any] = parse_options(",".join(args.option))
     if args.judgment_cache:
         options["judgment_cache"] = args.judgment_cache
-    result = asyncio.run(_ask(args.judge_id, args.context, args.questions, options))
+    scope = QueryDeadline(args.deadline)
+    with notice_when_slow(scope):
+        result = asyncio.run(_ask(args.judge_id, args.context, args.questions, options, scope))
     probabilities, usage = result
     if args.json:
         print(json.dumps({"judge": args.judge_id, "probabilities": probabilities,
@@ -83,8 +92,8 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _ask(judge_id: str, context: str, questions: list[str],
-               options: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
+async def _ask(judge_id: str, context: str, questions: list[str], options: dict[str, Any],
+               scope: QueryDeadline) -> tuple[list[float], dict[str, Any]]:
     from .._judges._base import BinaryRequest, Candidate
     from .._judges._registry import load_judge
 
@@ -92,7 +101,12 @@ async def _ask(judge_id: str, context: str, questions: list[str],
     request = BinaryRequest(context, tuple(questions), query=context, candidates=candidates)
     judge = load_judge(judge_id, **options)
     try:
-        result = await judge.binary(request)
+        with scope:
+            try:
+                async with asyncio.timeout(scope.remaining()):
+                    result = await judge.binary(request)
+            except TimeoutError as exc:
+                raise scope.expired_error(judge.name, "before the judge answered") from exc
     finally:
         await judge.aclose()
     return result.probabilities, result.usage.to_dict()

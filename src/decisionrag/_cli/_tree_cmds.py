@@ -51,7 +51,11 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="files or folders to read (folders are walked recursively; hidden "
                         "entries are skipped)")
     parser.add_argument("-o", "--out", required=True, metavar="TREE",
-                        help="the tree file to write (replaced if it exists)")
+                        help="the tree file to write (an existing tree there is replaced; any "
+                        "other file is refused unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the output even if it is not a decisionrag tree (never a "
+                        "source of this build, a folder or a device)")
     parser.add_argument("--format", choices=FORMATS, default="auto",
                         help="source format; 'auto' (default) picks by extension: .jsonl = the "
                         "benchmark format, .md/.markdown, .html/.htm, .txt/.text or no extension "
@@ -117,13 +121,14 @@ def _run_build(args: argparse.Namespace) -> int:
                                  **({"batch_size": args.ray_batch_size} if args.ray_batch_size else {}))
         report = build_on_ray(args.sources, args.out, options=ray_options, format=args.format,
                               cluster=args.cluster, cluster_model=args.cluster_model,
-                              cluster_options=options, progress=not args.quiet)
+                              cluster_options=options, progress=not args.quiet,
+                              force=args.force)
     else:
         if args.address or args.ray_workers or args.precision:
             raise InputError("--address, --ray-workers and --precision go with --engine ray")
         report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
                             cluster_model=args.cluster_model, cluster_options=options,
-                            progress=not args.quiet)
+                            progress=not args.quiet, force=args.force)
     for file, reason in report.skipped[:_SKIPS_LISTED]:
         print(f"decisionrag: skipped {file}: {reason}", file=sys.stderr)
     warning = report.warning()

@@ -396,13 +396,21 @@ def openrouter_judge(model: str, **options: Any) -> JevJudge:
         raise JudgeConfigError("openrouter: name the model, e.g. openrouter:typesafe/jev-1.13")
     given = HttpJudgeOptions.parse(options, who)
     key = _required_key(given.api_key, "OPENROUTER_API_KEY", who)
-    base_url = (given.base_url or os.environ.get("OPENROUTER_BASE_URL", "").strip()
-                or OPENROUTER_BASE_URL)
+    base_url = system_one_root(given.base_url
+                               or os.environ.get("OPENROUTER_BASE_URL", "").strip()
+                               or OPENROUTER_BASE_URL)
     headers = {"Authorization": f"Bearer {key}", "X-Title": "decisionrag"}
     client = HttpClient(base_url, headers=headers, policy=given.policy(),
                         concurrency=given.concurrency, who=who)
     return JevJudge(model, HttpTransport(client), limits=given.limits(JEV_LIMITS),
                     price_per_million_input=given.price(_jev_price(model)), who=who)
+
+
+def system_one_root(url: str) -> str:
+    """The root that ``/v1/systemone`` is appended to: ``http://h:8000``, ``http://h:8000/v1``
+    and ``http://h:8000/v1/systemone`` all name the same server (no ``/v1/v1``)."""
+    root = url.strip().rstrip("/").removesuffix(SYSTEM_ONE_PATH)
+    return root.removesuffix("/v1").rstrip("/")
 
 
 def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
@@ -411,8 +419,8 @@ def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
     if not url.startswith(("http://", "https://")):
         raise JudgeConfigError(f"{who}: give the server's root URL, e.g. "
                                "jev-compatible:http://127.0.0.1:8000")
-    fleet = [u.removesuffix(SYSTEM_ONE_PATH) for u in split_urls(url)] if "," in url else []
-    root = url.rstrip("/").removesuffix(SYSTEM_ONE_PATH)
+    fleet = [system_one_root(u) for u in split_urls(url)] if "," in url else []
+    root = system_one_root(url)
     given = SelfHostedOptions.parse(options, who)
     model = given.model
     policy, concurrency = given.policy(), given.concurrency

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 Task = Literal["qa", "conversation", "auto"]
 McMode = Literal["order", "top1", "off"]
+OnFailure = Literal["degrade", "fail"]
 Rendering = Literal["description", "title"]
 
 # (up to rank, passages per page; None = all): ((3, None), (10, 10), (30, 3)) reads "all
@@ -125,6 +126,14 @@ class Preset:
     ``paper`` (the paper's full sentence per candidate) or ``compact`` (the sentence once in
     the shared context, ``Page 12?`` per candidate: fewer billed tokens, see
     docs/integrations.md).
+    attached retriever join the passage stage.
+
+    `on_failure` is what a request that still fails after its retries (server errors,
+    timeouts, broken answers) does to the walk: ``"degrade"`` marks its candidates unjudged
+    (ranked after every judged one, in reading order) and goes on, flagging the result
+    (`Result.degraded`: stages and counts); ``"fail"`` raises the error, naming the stage. A
+    stage none of whose requests succeeded always fails, as do refused requests (4xx) and
+    the query's deadline.
     """
 
     name: str
@@ -139,6 +148,7 @@ class Preset:
     hybrid_k: int = 20
     notes: str = ""
     questions: QuestionForm = "paper"
+    on_failure: OnFailure = "degrade"
 
     def group_settings(self, depth: int) -> StageSettings:
         return self.groups[min(depth, len(self.groups) - 1)]
@@ -152,6 +162,7 @@ class Preset:
         hybrid_k: int | None = None,
         task: Task | None = None,
         questions: QuestionForm | None = None,
+        on_failure: OnFailure | None = None,
     ) -> Preset:
         """A copy with the settings the command line exposes replaced (None = unchanged)."""
         preset = self
@@ -173,6 +184,10 @@ class Preset:
                 raise NavigationError(f"unknown question form {questions!r}: use one of "
                                       f"{', '.join(QUESTION_FORMS)}")
             preset = replace(preset, questions=questions)
+        if on_failure is not None:
+            if on_failure not in ("degrade", "fail"):
+                raise NavigationError(f"on_failure must be 'degrade' or 'fail', not {on_failure!r}")
+            preset = replace(preset, on_failure=on_failure)
         return preset
 
 

@@ -8,26 +8,28 @@ slots and the clock that splits a stage's time into judge wait and local work.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import JudgeProtocolError
+from .._errors import DeadlineExceeded, DecisionRAGError, JudgeProtocolError, JudgeUnavailable
 from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, Usage
 from .._tree import Node, NodeKind
-from ._config import StageSettings
+from ._config import OnFailure, StageSettings
 from ._render import PREAMBLE, Entry, Kind, QuestionForm, TaskWording, binary_request, pack
 from ._result import Stage, StageTrace, Trace
 from ._view import TreeView
 
 ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[None]]
 _KEY = operator.attrgetter("key")
+UNJUDGED = 0.0  # the score of a candidate whose request failed: after every judged one
 LIST_TOKENS = 12  # "Pages:", "End of pages." and the notepad line around a candidate list
 
 
@@ -71,7 +73,8 @@ class LevelEngine:
     """Judges levels of candidates for one query (`query_text`, rendered for `task`)."""
 
     def __init__(self, view: TreeView, judge: Judge, query_text: str, task: TaskWording,
-                 concurrency: int | None = None, form: QuestionForm = "paper") -> None:
+                 concurrency: int | None = None, form: QuestionForm = "paper",
+                 on_failure: OnFailure = "degrade") -> None:
         self.view = view
         self.judge = judge
         self.query_text = query_text
@@ -80,6 +83,8 @@ class LevelEngine:
         self.trace = Trace()
         self.usage = Usage()
         self._idle_since = time.perf_counter()  # when the last judge answer came back
+        self.on_failure = on_failure
+        self.current_stage = "start"  # the stage whose requests are out (for error messages)
         self._slots: AbstractAsyncContextManager[object] = (
             asyncio.Semaphore(concurrency) if concurrency else nullcontext()
         )
@@ -165,7 +170,7 @@ class LevelEngine:
         requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form)
                     for chunk in chunks]
         start = self.sending(stage)
-        pending = asyncio.gather(*(self.send(request) for request in requests))
+        pending = asyncio.gather(*(self.send(request) for request in requests), return_exceptions=True)
         if read_ahead is not None:
             try:
                 await read_ahead(pending)
@@ -175,6 +180,10 @@ class LevelEngine:
         results = await pending
         values: list[float] = []  # the requests are consecutive runs of `entries`
         for request, result in zip(requests, results, strict=True):
+            if isinstance(result, BaseException):
+                self.unjudged(stage, result, len(request.questions), len(requests))
+                values.extend(itertools.repeat(UNJUDGED, len(request.questions)))
+                continue
             if len(result.probabilities) != len(request.questions):
                 raise JudgeProtocolError(
                     f"{self.judge.name}: {len(result.probabilities)} answers for "
@@ -182,15 +191,34 @@ class LevelEngine:
                 )
             values.extend(result.probabilities)
             self.account(stage, result.usage, request, None)
+        if stage.unjudged and stage.unjudged == len(entries):
+            raise in_stage(cast(BaseException, results[0]), stage,
+                           f"all {len(requests)} request(s) failed")
         self._idle_since = time.perf_counter()
         stage.seconds += self._idle_since - start
         return values
 
-    async def send_choice(self, stage: StageTrace, request: ChoiceRequest) -> ChoiceResult:
-        """One multiple-choice request, accounted on `stage`."""
+    def unjudged(self, stage: StageTrace, error: BaseException, n: int, of: int) -> None:
+        """Book a request that failed after its retries: its `n` candidates go unjudged when
+        the preset degrades and the failure is one that may pass; else the walk stops."""
+        degradable = isinstance(error, (JudgeUnavailable, JudgeProtocolError)) and not isinstance(
+            error, DeadlineExceeded)
+        if not degradable or self.on_failure != "degrade":
+            raise in_stage(error, stage, f"a request of {of} failed") from None
+        stage.unjudged += n
+        stage.errors.append(str(error))
+
+    async def send_choice(self, stage: StageTrace, request: ChoiceRequest) -> ChoiceResult | None:
+        """One multiple-choice request, accounted on `stage`; None when it failed after its
+        retries and the walk degrades (the binary order then stands)."""
         start = self.sending(stage)
-        async with self._slots:
-            result = await self.judge.choice(request)
+        try:
+            async with self._slots:
+                result = await self.judge.choice(request)
+        except (JudgeUnavailable, JudgeProtocolError) as exc:
+            self.unjudged(stage, exc, len(request.options), 1)
+            self._idle_since = time.perf_counter()
+            return None
         self.account(stage, result.usage, request, start)
         self._idle_since = time.perf_counter()
         return result
@@ -199,6 +227,7 @@ class LevelEngine:
         """Book the local work since the last answer (tree reads, rendering, splitting) on
         `stage`, and return the moment its requests go out."""
         now = time.perf_counter()
+        self.current_stage = stage.name
         stage.local_seconds += now - self._idle_since
         return now
 
@@ -250,6 +279,13 @@ def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[in
         return best
     order: list[int] = np.argsort(negated, kind="stable").tolist()
     return order
+
+
+def in_stage(error: BaseException, stage: StageTrace, what: str) -> BaseException:
+    """`error`, its message prefixed with the stage it stopped (same class, same fields)."""
+    if isinstance(error, DecisionRAGError) and error.args and isinstance(error.args[0], str):
+        error.args = (f"the {stage.name} stage: {what}: {error.args[0]}", *error.args[1:])
+    return error
 
 
 def _text_of(request: BinaryRequest | ChoiceRequest) -> str:

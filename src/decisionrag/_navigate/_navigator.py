@@ -7,9 +7,12 @@ whose levels the `LevelEngine` judges.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
+from .._deadline import QueryDeadline, active_deadline
 from .._judges import Judge
 from .._query import Query, Turn
 from .._sync import run_sync
@@ -64,15 +67,21 @@ class Navigator:
         k: int = 10,
         notepad: Sequence[str] | None = None,
         filters: Mapping[str, Any] | Filter | None = None,
+        *,
+        deadline: float | QueryDeadline | None = None,
     ) -> Result:
         """Rank passages for `query`: walk the tree, judge the passages, rerank the top.
 
         `filters` (see `decisionrag._navigate._filters`) keep only passages whose metadata
         (their document's, overlaid with their own) match; a group or document that no
-        document below it can match is removed before it is judged."""
-        walk = self._walk(Query.of(query, history), k, tuple(notepad or ()),
+        document below it can match is removed before it is judged.
+
+        `deadline` (seconds, or a `QueryDeadline` to watch from outside) bounds the whole
+        query: every judge request, retry and wait fits in it, or `DeadlineExceeded` names the
+        stage that was running. Without one, a `QueryDeadline` already active applies."""
+        walk = self._walk(Query.of(query, history).check(), k, tuple(notepad or ()),
                           parse_filters(filters))
-        return await walk.retrieve()
+        return await within_deadline(walk, walk.retrieve(), deadline)
 
     def retrieve(
         self,
@@ -81,18 +90,23 @@ class Navigator:
         k: int = 10,
         notepad: Sequence[str] | None = None,
         filters: Mapping[str, Any] | Filter | None = None,
+        *,
+        deadline: float | QueryDeadline | None = None,
     ) -> Result:
         """The synchronous twin of `aretrieve` (safe inside a running event loop too)."""
-        return run_sync(self.aretrieve(query, history, k, notepad, filters))
+        return run_sync(self.aretrieve(query, history, k, notepad, filters, deadline=deadline))
 
-    async def arerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10) -> Result:
+    async def arerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10,
+                      *, deadline: float | QueryDeadline | None = None) -> Result:
         """Only the last stages over the given passages: binary judgments in shared contexts
         (grouped by page and section, in reading order), then the multiple-choice rerank."""
         passages = [self.view.passage(key) for key in dict.fromkeys(passage_ids)]
-        return await self._walk(Query.of(query), k, ()).rerank(passages)
+        walk = self._walk(Query.of(query).check(), k, ())
+        return await within_deadline(walk, walk.rerank(passages), deadline)
 
-    def rerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10) -> Result:
-        return run_sync(self.arerank(query, passage_ids, k))
+    def rerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10,
+               *, deadline: float | QueryDeadline | None = None) -> Result:
+        return run_sync(self.arerank(query, passage_ids, k, deadline=deadline))
 
     def warm(self) -> int:
         """Read every group's children and build their candidate entries now, so that later
@@ -128,3 +142,23 @@ class Navigator:
 
     def metadata(self, passage: Node) -> dict[str, Any]:
         return self.view.metadata(passage)
+
+
+async def within_deadline(
+    walk: Walk, work: Coroutine[Any, Any, Result], deadline: float | QueryDeadline | None
+) -> Result:
+    """Run `work` (one walk) inside `deadline` (seconds or a `QueryDeadline`; else the one
+    already active); a backstop timer cuts what the HTTP layer cannot (a local judge)."""
+    outer = active_deadline()
+    if deadline is None and outer is None:
+        return await work
+    scope = deadline if isinstance(deadline, QueryDeadline) else (
+        QueryDeadline(deadline) if deadline is not None else outer)
+    assert scope is not None
+    with scope if scope is not outer else nullcontext(scope):
+        limit = scope.remaining()
+        try:
+            async with asyncio.timeout(None if limit == float("inf") else max(limit, 0.0)):
+                return await work
+        except TimeoutError as exc:
+            raise scope.expired_error(walk.judge.name, f"during the {walk.current_stage} stage") from exc

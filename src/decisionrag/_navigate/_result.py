@@ -91,6 +91,10 @@ class StageTrace:
     nodes: list[Node] = field(default_factory=list, repr=False)
     filtered: int = 0  # candidates the metadata filters removed before this stage judged
 
+    unjudged: int = 0  # candidates whose request failed after its retries (a degraded stage)
+    errors: list[str] = field(default_factory=list)  # why, one line per failed request
+    notes: list[str] = field(default_factory=list)  # what was truncated, windowed or capped
+
     @property
     def pruned(self) -> int:
         return self.n_candidates - len(self.kept)
@@ -108,6 +112,8 @@ class StageTrace:
             "pruned": self.pruned,
             "filtered": self.filtered,
             "opened": list(self.opened),
+            **({"unjudged": self.unjudged, "errors": list(self.errors)} if self.unjudged else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
@@ -134,6 +140,11 @@ class Trace:
     def to_list(self) -> list[dict[str, Any]]:
         return [stage.to_dict() for stage in self.stages]
 
+    @property
+    def degraded(self) -> dict[str, int]:
+        """Stages with unjudged candidates and how many: empty when every request succeeded."""
+        return {stage.name: stage.unjudged for stage in self.stages if stage.unjudged}
+
 
 @dataclass(slots=True)
 class Result:
@@ -155,6 +166,12 @@ class Result:
 
         return render_html(self, answer, title=title)
 
+    @property
+    def degraded(self) -> dict[str, int]:
+        """{stage: candidates not judged} where a request failed after its retries and the
+        preset let the walk go on (``on_failure="degrade"``); empty for a complete walk."""
+        return self.trace.degraded
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query.text,
@@ -163,4 +180,5 @@ class Result:
             "filtered": dict(self.trace.filtered),
             "usage": self.usage.to_dict(),
             "seconds": round(self.seconds, 4),
+            **({"degraded": self.degraded} if self.degraded else {}),
         }

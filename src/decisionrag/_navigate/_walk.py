@@ -47,9 +47,10 @@ class Walk:
         self.task: TaskWording = self._task()
         self.query_text = render_query(query, self.task)
         self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency,
-                                  form=preset.questions)
+                                  form=preset.questions, on_failure=preset.on_failure)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
+        self.early_notes: list[str] = []  # notes made before the first stage was traced
 
     def _task(self) -> TaskWording:
         if self.preset.task == "auto":
@@ -76,6 +77,8 @@ class Walk:
     async def finish(self, ranked: list[Scored], start: float) -> Result:
         choice = await self.choose(ranked)
         hits = [self.hit(item, choice.get(item.node.key)) for item in ranked[: self.k]]
+        if self.early_notes and self.trace.stages:
+            self.trace.stages[0].notes[:0] = self.early_notes
         return Result(self.query, hits, self.trace, self.levels.usage, time.perf_counter() - start)
 
     # -- group levels ---------------------------------------------------------------------
@@ -207,7 +210,23 @@ class Walk:
         opened: list[Node] = []
         for page in pages:
             opened.extend(self.passages_under(page, kept_by_page[page.id], settings.max_passages))
+            if not sections[page.id]:
+                self.trace_note(
+                    f"page {page.key!r}: {page.n_passages:,} passages without headings; only the "
+                    f"first {settings.max_passages} were judged (rebuild the tree: a build splits "
+                    "such documents into parts)")
         return opened
+
+    def trace_note(self, note: str) -> None:
+        """A line on the latest stage's trace about what was capped, cut or windowed."""
+        if self.trace.stages:
+            self.trace.stages[-1].notes.append(note)
+        else:
+            self.early_notes.append(note)
+
+    @property
+    def current_stage(self) -> str:
+        return self.levels.current_stage
 
     def passages_under(self, page: Node, sections: list[Node], cap: int) -> list[Node]:
         if not sections:  # a long page without headings: its first passages
@@ -285,6 +304,9 @@ class Walk:
         stage.nodes = [s.node for s in in_reading_order]
         request = choice_request(self.query_text, entries, self.task)
         result = await self.levels.send_choice(stage, request)
+        if result is None:  # degraded: the binary order stands
+            self.levels.close_stage(stage, ranked[:m], [])
+            return {}
         probabilities = {e.key: p for e, p in zip(entries, result.probabilities, strict=False)}
         stage.scores = probabilities
         if settings.mode == "order":

@@ -223,7 +223,7 @@ def build_on_ray(
     sources: Sequence[Any], out: Any, *, options: RayOptions | None = None, format: str = "auto",
     cluster: int | str | None = None, cluster_model: str | None = None,
     cluster_options: dict[str, Any] | None = None, progress: bool = False,
-    encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+    encode: Callable[[Sequence[str]], np.ndarray] | None = None, force: bool = False,
 ) -> Any:
     """`decisionrag.build_tree` with parsing and embedding on Ray (see the module
     docstring); returns its `BuildReport`. `encode` replaces the workers' sentence encoder
@@ -241,7 +241,7 @@ def build_on_ray(
             cluster_options["use_cache"] = False
         return build_tree(sources, out, format=format, cluster=cluster,
                           cluster_model=cluster_model, cluster_options=cluster_options,
-                          progress=progress, reader=_ray_reader)
+                          progress=progress, reader=_ray_reader, force=force)
 
 
 def _cloudpickle() -> Any:

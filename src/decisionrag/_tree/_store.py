@@ -542,6 +542,9 @@ class Tree:
     def open(cls, path: str | os.PathLike[str]) -> Tree:
         """Open a tree file read-only; raises TreeFormatError if it is not a usable tree."""
         path = Path(path)
+        if path.is_dir():
+            raise TreeFormatError(f"{path}: is a folder, not a tree file (name the .tree file "
+                                  "that 'decisionrag build -o' wrote)")
         if not path.is_file():
             raise TreeFormatError(f"{path}: no such tree file")
         try:

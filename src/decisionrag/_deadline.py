@@ -1,0 +1,77 @@
+"""One query's deadline: one clock and one retry budget for every call it makes.
+
+`QueryDeadline` is set with ``with`` (or ``async with``) and read through a context variable,
+so every HTTP call made inside it (`decisionrag._http`), in any task it starts, shares it; a
+navigator applies its own as a backstop around the whole walk.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import time
+
+from ._errors import DeadlineExceeded, JudgeConfigError
+
+DEFAULT_RETRY_BUDGET = 48  # retries, all calls of one query together (a walk sends 5-30 requests)
+
+
+class QueryDeadline:
+    """One clock and one retry budget for every HTTP call made while it is active.
+
+    A context manager (sync or async); calls made in tasks started inside it (``gather``)
+    share it. `seconds` None means no deadline, only the retry budget. `problems` keeps the
+    latest failures and `in_flight` counts the attempts out now (for a progress line)."""
+
+    def __init__(self, seconds: float | None, *, retry_budget: int = DEFAULT_RETRY_BUDGET) -> None:
+        if seconds is not None and not seconds > 0:
+            raise JudgeConfigError(f"a deadline must be a positive number of seconds, not {seconds}")
+        self.seconds = seconds
+        self.retry_budget = retry_budget
+        self.retries = 0
+        self.problems: list[str] = []
+        self.in_flight = 0
+        self.started = time.monotonic()
+        self._token: contextvars.Token[QueryDeadline | None] | None = None
+
+    def remaining(self) -> float:
+        if self.seconds is None:
+            return math.inf
+        return self.seconds - (time.monotonic() - self.started)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, problem: str) -> None:
+        self.problems = [*self.problems[-4:], problem]
+
+    def expired_error(self, who: str, doing: str) -> DeadlineExceeded:
+        return DeadlineExceeded(
+            f"{who}: the query's deadline of {self.seconds:g}s passed {doing}"
+            + (f" (last problem: {self.problems[-1]})" if self.problems else "")
+        )
+
+    def __enter__(self) -> QueryDeadline:
+        self.started = time.monotonic()
+        self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
+
+    async def __aenter__(self) -> QueryDeadline:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
+
+
+_ACTIVE: contextvars.ContextVar[QueryDeadline | None] = contextvars.ContextVar(
+    "decisionrag_query_deadline", default=None)
+
+
+def active_deadline() -> QueryDeadline | None:
+    """The `QueryDeadline` the running code is inside of, if any."""
+    return _ACTIVE.get()

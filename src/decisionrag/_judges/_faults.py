@@ -1,0 +1,185 @@
+"""A System One server that misbehaves on purpose, for tests and `benchmarks/faults.py`.
+
+``FaultServer()`` starts a real HTTP server on 127.0.0.1 (a free port, a daemon thread);
+``judge_id(fault)`` is a ``jev-compatible:`` id whose requests get that fault: the fault is the
+first part of the URL path. Every answer that is given is a correct one (P(yes) from
+`score_text`, the same rule whatever the fault), so a walk that survives a fault can be
+compared with the clean server's. Faults:
+
+========================  ==========================================================
+``ok``                    answers at once
+``trickle``               headers at once, then the body one byte every 0.5 s
+``hang``                  reads the request, never answers (until the server stops)
+``storm-429``             always 429 with ``Retry-After: 100000``
+``storm-503``             always 503 with ``Retry-After: 100000``
+``burst-500``             500 for the first 2 requests of each state, then answers
+``truncated``             a 200 whose body stops half-way (Content-Length promises more)
+``malformed``             a 200 whose body is not JSON
+``nested``                a 200 whose body is a list nested 100,000 deep
+``wrong-types``           a 200 whose answers have ``"noul": "high"``
+``one-fails``             500 for every page-level request (its state lists "Pages:") that
+                          contains "POISON", else answers: one of a level's requests fails
+``slow``                  answers after 1.5 s
+========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FAULTS = ("ok", "trickle", "hang", "storm-429", "storm-503", "burst-500", "truncated",
+          "malformed", "nested", "wrong-types", "one-fails", "slow")
+TRICKLE_INTERVAL = 0.5
+SLOW_SECONDS = 1.5
+POISON = "POISON"
+
+
+def score_text(state: str, question: str) -> float:
+    """A fixed, deterministic P(yes): higher when the question's candidate number is small and
+    the state mentions "renew" (enough to rank; no model is needed)."""
+    digits = "".join(ch for ch in question if ch.isdigit()) or "0"
+    base = 0.9 if "renew" in state.lower() else 0.5
+    return round(base / (1 + int(digits) / 10), 6)
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    state = str(body.get("state", ""))
+    answers: dict[str, Any] = {}
+    for qid, question in dict(body.get("questions") or {}).items():
+        if question.get("type") == "choice":
+            options = list(question.get("criteria") or {})
+            weights = [score_text(state, option) for option in options]
+            total = sum(weights) or 1.0
+            probabilities = {o: w / total for o, w in zip(options, weights, strict=True)}
+            best = max(options, key=probabilities.__getitem__)
+            answers[qid] = {"type": "choice", "choice": best, "probabilities": probabilities,
+                            "confidence": probabilities[best]}
+        else:
+            answers[qid] = {"type": "noul",
+                            "noul": score_text(state, str(question.get("instructions", "")))}
+    return {"model": "faulty", "answers": answers,
+            "usage": {"input_tokens": len(state) // 4 + 1, "output_tokens": 0}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None,
+              length: int | None = None) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def do_POST(self) -> None:
+        fault = self.path.strip("/").split("/")[0]
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(raw or b"{}")
+        state = str(body.get("state", ""))
+        with self.server.lock:
+            self.server.counts[fault] += 1
+            self.server.per_state[(fault, state)] += 1
+            nth = self.server.per_state[(fault, state)]
+        good = json.dumps(answer(body)).encode()
+        if fault == "trickle":
+            self._trickle(good)
+        elif fault == "hang":
+            self.server.stopping.wait()
+            self.close_connection = True
+        elif fault in ("storm-429", "storm-503"):
+            status = 429 if fault == "storm-429" else 503
+            self._send(status, b'{"detail": "overloaded, come back much later"}',
+                       {"Retry-After": "100000"})
+        elif fault == "burst-500" and nth <= 2:
+            self._send(500, b'{"detail": "internal error (burst)"}')
+        elif fault == "truncated":
+            self._send(200, good[: len(good) // 2], length=len(good))
+            self.close_connection = True
+        elif fault == "malformed":
+            self._send(200, b'{"answers": {"q0": {"type": "noul", "noul": 0.5}')
+        elif fault == "nested":
+            self._send(200, b"[" * 100_000 + b"]" * 100_000)
+        elif fault == "wrong-types":
+            wrong = {qid: {"type": "noul", "noul": "high"} for qid in body.get("questions", {})}
+            self._send(200, json.dumps({"answers": wrong}).encode())
+        elif fault == "one-fails" and POISON in state and "\nPages:\n" in state:
+            self._send(500, b'{"detail": "this request always fails"}')
+        elif fault == "slow":
+            time.sleep(SLOW_SECONDS)
+            self._send(200, good)
+        else:
+            self._send(200, good)
+
+    def _trickle(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.flush()
+        for byte in body:
+            if self.server.stopping.wait(TRICKLE_INTERVAL):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:
+                return  # the client gave up
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.per_state: Counter[tuple[str, str]] = Counter()
+        self.stopping = threading.Event()
+
+
+class FaultServer:
+    """The fault server, started on construction; a context manager that stops it."""
+
+    def __init__(self) -> None:
+        self._server = _Server()
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def counts(self) -> Counter[str]:
+        return self._server.counts
+
+    def judge_id(self, fault: str) -> str:
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
+        return f"jev-compatible:{self.url}/{fault}"
+
+    def reset(self) -> None:
+        with self._server.lock:
+            self._server.counts.clear()
+            self._server.per_state.clear()
+
+    def close(self) -> None:
+        self._server.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FaultServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
