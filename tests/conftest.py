@@ -15,6 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property-based suites (builders, judge answers) are bounded and derandomised by default, so
+# that `make test` and CI are reproducible; HYPOTHESIS_PROFILE=explore searches further with
+# fresh random examples.
+settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+settings.register_profile("explore", max_examples=1_000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

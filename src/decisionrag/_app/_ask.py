@@ -82,11 +82,13 @@ def close_navigator(navigator: Navigator, *, judge: bool = True, tree: bool = Tr
 
 async def aask(navigator: Navigator, query: str | Query, k: int = 10,
                filters: Mapping[str, Any] | None = None, *,
-               deadline: float | QueryDeadline | None = None) -> Result:
+               deadline: float | QueryDeadline | None = None,
+               max_input_tokens: int | None = None) -> Result:
     """One retrieval on an open navigator (what a service runs per request); `filters` keep
     the passages whose metadata match (see `Navigator.aretrieve`); `deadline` (seconds or a
     `QueryDeadline`) bounds all of it."""
-    return await navigator.aretrieve(Query.of(query), k=k, filters=filters, deadline=deadline)
+    return await navigator.aretrieve(Query.of(query), k=k, filters=filters, deadline=deadline,
+                                     max_input_tokens=max_input_tokens)
 
 
 def ask(
@@ -101,6 +103,7 @@ def ask(
     hybrid: str | None = None,
     filters: Mapping[str, Any] | None = None,
     deadline: float | QueryDeadline | None = None,
+    max_input_tokens: int | None = None,
 ) -> Result:
     """Open the tree, load the judge, answer once, release both (a `judge` passed in is not
     closed). `hybrid` ("bm25" or "dense") adds that retriever's top passages to the passage
@@ -110,14 +113,17 @@ def ask(
     navigator = open_navigator(tree_path, judge or judge_id, preset, overrides=overrides,
                                hybrid=hybrid)
     return run_sync(_ask_and_close(navigator, query, k, filters,
-                                   close_judge=judge is None, deadline=deadline))
+                                   close_judge=judge is None, deadline=deadline,
+                                   max_input_tokens=max_input_tokens))
 
 
 async def _ask_and_close(navigator: Navigator, query: Query, k: int,
                          filters: Mapping[str, Any] | None, *, close_judge: bool,
-                         deadline: float | QueryDeadline | None = None) -> Result:
+                         deadline: float | QueryDeadline | None = None,
+                         max_input_tokens: int | None = None) -> Result:
     try:
-        return await aask(navigator, query, k, filters, deadline=deadline)
+        return await aask(navigator, query, k, filters, deadline=deadline,
+                          max_input_tokens=max_input_tokens)
     finally:
         await aclose_navigator(navigator, judge=close_judge)
 

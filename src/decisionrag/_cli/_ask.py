@@ -39,6 +39,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="binary question form: the paper's sentence per candidate (default) "
                         "or compact (the sentence once in the context, 'Page 12?' per candidate: "
                         "about 45%% fewer billed tokens on an NQ-sized tree)")
+    parser.add_argument("--max-input-tokens", type=int, metavar="N",
+                        help="the most input tokens the whole query may send: the passage stage "
+                        "and the choice shortlist shrink to fit, a level that alone does not "
+                        "fit is refused")
     parser.add_argument("--on-failure", choices=("degrade", "fail"),
                         help="when a judge request still fails after its retries: go on without "
                         "its candidates and flag the result (degrade, the presets' default) or "
@@ -123,6 +127,7 @@ def _ask_once(args: argparse.Namespace, query: Query, scope: QueryDeadline) -> A
                    "on_failure": args.on_failure, "questions": args.questions,
                    "hybrid_k": args.hybrid_k},
         hybrid=args.hybrid, filters=_filters(args), deadline=scope,
+        max_input_tokens=args.max_input_tokens,
     )
 
 

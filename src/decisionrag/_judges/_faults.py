@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -89,6 +89,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw or b"{}")
         state = str(body.get("state", ""))
         with self.server.lock:
+            self.server.sizes[fault].append(len(state) + sum(
+                len(json.dumps(q)) for q in dict(body.get("questions") or {}).values()))
             self.server.counts[fault] += 1
             self.server.per_state[(fault, state)] += 1
             nth = self.server.per_state[(fault, state)]
@@ -147,6 +149,7 @@ class _Server(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.per_state: Counter[tuple[str, str]] = Counter()
+        self.sizes: defaultdict[str, list[int]] = defaultdict(list)  # characters per request
         self.stopping = threading.Event()
 
 
@@ -163,6 +166,10 @@ class FaultServer:
     def counts(self) -> Counter[str]:
         return self._server.counts
 
+    def request_sizes(self, fault: str) -> list[int]:
+        """The characters of state and questions of every request `fault` received."""
+        return list(self._server.sizes[fault])
+
     def judge_id(self, fault: str) -> str:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
@@ -172,6 +179,7 @@ class FaultServer:
         with self._server.lock:
             self._server.counts.clear()
             self._server.per_state.clear()
+            self._server.sizes.clear()
 
     def close(self) -> None:
         self._server.stopping.set()

@@ -19,7 +19,13 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import DeadlineExceeded, DecisionRAGError, JudgeProtocolError, JudgeUnavailable
+from .._errors import (
+    DeadlineExceeded,
+    DecisionRAGError,
+    JudgeProtocolError,
+    JudgeUnavailable,
+    NavigationError,
+)
 from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, Usage
 from .._tree import Node, NodeKind
 from ._config import OnFailure, StageSettings
@@ -74,7 +80,7 @@ class LevelEngine:
 
     def __init__(self, view: TreeView, judge: Judge, query_text: str, task: TaskWording,
                  concurrency: int | None = None, form: QuestionForm = "paper",
-                 on_failure: OnFailure = "degrade") -> None:
+                 on_failure: OnFailure = "degrade", max_input_tokens: int | None = None) -> None:
         self.view = view
         self.judge = judge
         self.query_text = query_text
@@ -84,6 +90,7 @@ class LevelEngine:
         self.usage = Usage()
         self._idle_since = time.perf_counter()  # when the last judge answer came back
         self.on_failure = on_failure
+        self.max_input_tokens = max_input_tokens  # the query's token budget, all stages together
         self.current_stage = "start"  # the stage whose requests are out (for error messages)
         self._slots: AbstractAsyncContextManager[object] = (
             asyncio.Semaphore(concurrency) if concurrency else nullcontext()
@@ -169,6 +176,13 @@ class LevelEngine:
         )
         requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form)
                     for chunk in chunks]
+        self.check_budget(stage, sum(map(self.request_tokens, requests)))
+        cut = [e for e in entries if e.truncated_from is not None]
+        if cut:
+            stage.notes.append(
+                f"{len(cut)} candidate(s) cut to their first {self.view.candidate_tokens:,} tokens "
+                f"(the longest had {max(e.truncated_from or 0 for e in cut):,}; the judge takes "
+                f"{limits.max_tokens:,} per request)")
         start = self.sending(stage)
         pending = asyncio.gather(*(self.send(request) for request in requests), return_exceptions=True)
         if read_ahead is not None:
@@ -208,9 +222,28 @@ class LevelEngine:
         stage.unjudged += n
         stage.errors.append(str(error))
 
+    def request_tokens(self, request: BinaryRequest | ChoiceRequest) -> int:
+        """What `request` will cost in input tokens, as the judge counts them."""
+        return self.judge.count_tokens(_text_of(request))
+
+    def remaining_tokens(self) -> int | None:
+        if self.max_input_tokens is None:
+            return None
+        return self.max_input_tokens - self.usage.input_tokens
+
+    def check_budget(self, stage: StageTrace, tokens: int) -> None:
+        """Refuse a stage whose requests would pass the query's `max_input_tokens`."""
+        left = self.remaining_tokens()
+        if left is not None and tokens > left:
+            raise NavigationError(
+                f"max_input_tokens={self.max_input_tokens:,}: the {stage.name} stage needs about "
+                f"{tokens:,} input tokens and {left:,} are left ({self.usage.input_tokens:,} "
+                "used); the smallest walk does not fit: raise max_input_tokens")
+
     async def send_choice(self, stage: StageTrace, request: ChoiceRequest) -> ChoiceResult | None:
         """One multiple-choice request, accounted on `stage`; None when it failed after its
         retries and the walk degrades (the binary order then stands)."""
+        self.check_budget(stage, self.request_tokens(request))
         start = self.sending(stage)
         try:
             async with self._slots:

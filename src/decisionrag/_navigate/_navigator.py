@@ -20,7 +20,7 @@ from .._tree import Node, Tree
 from .._tree._summaries import Summary
 from ._config import Preset, get_preset
 from ._filters import Filter, parse_filters
-from ._render import Entry, Kind
+from ._render import Entry, Kind, candidate_budget
 from ._result import Result
 from ._retriever import Retriever
 from ._view import CHILDREN_CACHE_NODES, READ_AHEAD_SHARE, Children, TreeView
@@ -53,7 +53,7 @@ class Navigator:
         self.preset = get_preset(preset, tree, judge)
         self.retriever = retriever
         self.concurrency = concurrency
-        self.view = TreeView(tree, judge.count_tokens)
+        self.view = TreeView(tree, judge.count_tokens, candidate_budget(judge.limits.max_tokens))
 
     def __repr__(self) -> str:
         return f"<Navigator {self.tree.file.name} judge={self.judge.name} preset={self.preset.name}>"
@@ -69,6 +69,7 @@ class Navigator:
         filters: Mapping[str, Any] | Filter | None = None,
         *,
         deadline: float | QueryDeadline | None = None,
+        max_input_tokens: int | None = None,
     ) -> Result:
         """Rank passages for `query`: walk the tree, judge the passages, rerank the top.
 
@@ -78,9 +79,13 @@ class Navigator:
 
         `deadline` (seconds, or a `QueryDeadline` to watch from outside) bounds the whole
         query: every judge request, retry and wait fits in it, or `DeadlineExceeded` names the
-        stage that was running. Without one, a `QueryDeadline` already active applies."""
+        stage that was running. Without one, a `QueryDeadline` already active applies.
+
+        `max_input_tokens` bounds what the whole query sends: the passage stage and the
+        choice shortlist shrink to fit it (the trace says by how much); a group, page or
+        heading level that alone does not fit is refused with a `NavigationError`."""
         walk = self._walk(Query.of(query, history).check(), k, tuple(notepad or ()),
-                          parse_filters(filters))
+                          parse_filters(filters), max_input_tokens)
         return await within_deadline(walk, walk.retrieve(), deadline)
 
     def retrieve(
@@ -92,9 +97,11 @@ class Navigator:
         filters: Mapping[str, Any] | Filter | None = None,
         *,
         deadline: float | QueryDeadline | None = None,
+        max_input_tokens: int | None = None,
     ) -> Result:
         """The synchronous twin of `aretrieve` (safe inside a running event loop too)."""
-        return run_sync(self.aretrieve(query, history, k, notepad, filters, deadline=deadline))
+        return run_sync(self.aretrieve(query, history, k, notepad, filters, deadline=deadline,
+                                       max_input_tokens=max_input_tokens))
 
     async def arerank(self, query: str | Query, passage_ids: Sequence[str], k: int = 10,
                       *, deadline: float | QueryDeadline | None = None) -> Result:
@@ -116,9 +123,10 @@ class Navigator:
         return self.view.warm(self.preset)
 
     def _walk(self, query: Query, k: int, notepad: tuple[str, ...],
-              filters: Filter | None = None) -> Walk:
+              filters: Filter | None = None, max_input_tokens: int | None = None) -> Walk:
         return Walk(self.view, self.judge, self.preset, query, k, notepad,
-                    retriever=self.retriever, concurrency=self.concurrency, filters=filters)
+                    retriever=self.retriever, concurrency=self.concurrency, filters=filters,
+                    max_input_tokens=max_input_tokens)
 
     # -- the tree view, for callers that look at what navigation sees -----------------------
 

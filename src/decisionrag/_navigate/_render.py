@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
-from .._query import Query
+from .._query import Query, Turn
 
 Kind = Literal["group", "document", "heading", "passage"]
 TaskWording = Literal["qa", "conversation"]
@@ -127,6 +127,7 @@ class Entry:
     candidate: Candidate = field(init=False)
     line: str = field(init=False)
     tokens: int | None = field(init=False, default=None)
+    truncated_from: int | None = field(init=False, default=None)  # tokens before `truncate`
 
     def __post_init__(self) -> None:
         # Judges that read candidates one by one (the embedded judge, test doubles) get what a
@@ -215,11 +216,88 @@ def _defuse(found: str) -> str:
     return lowered.rstrip(":").rstrip().replace(" ", "-")  # "user's-question": no marker
 
 
+# -- token budgets --------------------------------------------------------------------------
+#
+# Every request must fit the judge's declared `Limits.max_tokens`. A candidate may take at
+# most CANDIDATE_SHARE of it and the rendered query QUERY_SHARE, so that the preamble, the
+# query and one candidate always fit a request together (a request is never refused for
+# size); without a declared limit the query is held to QUERY_TOKENS_WITHOUT_LIMIT. Longer
+# texts keep their head (a passage's opening, a question's start) and end with TRUNCATED; a
+# conversation drops its oldest turns first. The trace says what was cut.
+
+CANDIDATE_SHARE = 0.5
+QUERY_SHARE = 0.25
+QUERY_TOKENS_WITHOUT_LIMIT = 8_000
+TRUNCATED = " …(truncated)"
+
+
+def candidate_budget(max_tokens: int | None) -> int | None:
+    return None if max_tokens is None else max(16, int(max_tokens * CANDIDATE_SHARE))
+
+
+def query_budget(max_tokens: int | None) -> int:
+    if max_tokens is None:
+        return QUERY_TOKENS_WITHOUT_LIMIT
+    return max(16, int(max_tokens * QUERY_SHARE))
+
+
+def truncate_head(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """`text` if it fits `budget` tokens, else its head (cut at a space where one is near)
+    plus TRUNCATED, within the budget."""
+    if count(text) <= budget:
+        return text
+    cut = text[: max(1, budget * 4)]  # about 4 characters a token; shrunk until it fits
+    while len(cut) > 1 and count(cut + TRUNCATED) > budget:
+        cut = cut[: int(len(cut) * 0.85)]
+    space = cut.rfind(" ", int(len(cut) * 0.9))
+    return (cut[:space] if space > 0 else cut).rstrip() + TRUNCATED
+
+
+def truncated_entry(entry: Entry, budget: int, count: Callable[[str], int]) -> Entry:
+    """`entry` with its text cut to `budget` tokens (a new Entry: its line is re-cleaned)."""
+    cut = Entry(entry.key, truncate_head(entry.text, budget, count), entry.block,
+                entry.sibling, entry.in_context)
+    cut.tokens = count(cut.text)
+    cut.truncated_from = entry.tokens
+    return cut
+
+
+def fit_query(query: Query, task: TaskWording, budget: int,
+              count: Callable[[str], int]) -> tuple[str, str | None]:
+    """The rendered query within `budget` tokens, and a note saying what was cut (or None).
+    QA: the situation keeps at most a third, the question the rest (heads kept); a
+    conversation keeps its most recent turns, the oldest dropped first, the last one cut to
+    fit when it alone is too long."""
+    text = render_query(query, task)
+    if count(text) <= budget:
+        return text, None
+    whole = count(text)
+    if task == "conversation":
+        turns = list(query.last_turns(6))
+        while len(turns) > 1 and count(_render_turns(turns)) > budget:
+            turns.pop(0)
+        last = turns[-1]
+        if count(_render_turns(turns)) > budget:
+            turns[-1] = Turn(last.role, truncate_head(last.text, budget - 24, count))
+        fitted = _render_turns(turns)
+        what = f"the conversation cut to its last {len(turns)} turn(s) within {budget:,} tokens"
+    else:
+        context = truncate_head(query.context, budget // 3, count) if query.context else ""
+        room = budget - (count(context) if context else 0) - 16
+        fitted = render_query(Query(truncate_head(query.text, room, count), context), task)
+        what = f"the question cut to its first {budget:,} tokens"
+    return fitted, f"{what} (it had {whole:,}; the judge takes {budget:,} for the query)"
+
+
+def _render_turns(turns: list[Turn]) -> str:
+    lines = [f"{'User' if t.role == 'user' else 'Agent'}: {clean(t.text)}" for t in turns]
+    return "Conversation (most recent last):\n" + "\n".join(lines)
+
+
 def render_query(query: Query, task: TaskWording) -> str:
     """QA: the user's situation and question; conversation: the last six turns, labelled."""
     if task == "conversation":
-        turns = [f"{'User' if t.role == 'user' else 'Agent'}: {clean(t.text)}" for t in query.last_turns(6)]
-        return "Conversation (most recent last):\n" + "\n".join(turns)
+        return _render_turns(list(query.last_turns(6)))
     lines = []
     if query.context.strip():
         lines.append(f"User's situation: {clean(query.context)}")

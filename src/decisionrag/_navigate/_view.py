@@ -19,7 +19,7 @@ from .._tree import Node, NodeKind, Tree
 from .._tree._summaries import Summary
 from ._config import Preset
 from ._filters import Filter
-from ._render import Entry, Kind
+from ._render import Entry, Kind, truncated_entry
 
 CHILDREN_CACHE_NODES = 250_000  # about 100 MB of group/page nodes at most
 READ_AHEAD_SHARE = 0.8  # reading ahead stops when the caches are this full
@@ -44,8 +44,10 @@ class TreeView:
     """`tree` as navigation sees it; `count_tokens` is the judge's token counter (entries
     carry their token count so packing a level counts nothing per query)."""
 
-    def __init__(self, tree: Tree, count_tokens: Callable[[str], int]) -> None:
+    def __init__(self, tree: Tree, count_tokens: Callable[[str], int],
+                 candidate_tokens: int | None = None) -> None:
         self.tree = tree
+        self.candidate_tokens = candidate_tokens  # longer candidate texts are cut to their head
         self.count_tokens = functools.lru_cache(maxsize=100_000)(count_tokens)
         self._judge_count = count_tokens
         self._cache: dict[int, Node] = {}
@@ -250,8 +252,11 @@ class TreeView:
         return found
 
     def _new_entry(self, table: dict[int, Entry], kind: Kind, node: Node, render: str) -> Entry:
-        entry = table[node.id] = self._make_entry(kind, node, render)
+        entry = self._make_entry(kind, node, render)
         entry.tokens = self._judge_count(entry.text)  # what pack() would count each query
+        if self.candidate_tokens is not None and entry.tokens > self.candidate_tokens:
+            entry = truncated_entry(entry, self.candidate_tokens, self._judge_count)
+        table[node.id] = entry
         return entry
 
     def _make_entry(self, kind: Kind, node: Node, render: str) -> Entry:

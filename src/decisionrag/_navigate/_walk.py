@@ -17,7 +17,7 @@ from .._tree import Node, NodeKind
 from ._config import Preset, StageSettings
 from ._filters import Filter
 from ._level import LevelEngine, Scored, best_first
-from ._render import TaskWording, choice_request, render_query
+from ._render import QUESTION_TOKENS, TaskWording, choice_request, fit_query, query_budget
 from ._result import Hit, Result, Stage
 from ._retriever import Retriever
 from ._view import TreeView
@@ -27,6 +27,9 @@ NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage s
 __all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "best_first"]
 
 
+CHOICE_RESERVE = 0.2  # of the tokens left before the passage stage, kept for the choice
+
+
 class Walk:
     """The stages of one retrieval over `view` with `judge` under `preset`."""
 
@@ -34,6 +37,7 @@ class Walk:
         self, view: TreeView, judge: Judge, preset: Preset, query: Query, k: int,
         notepad: tuple[str, ...], *, retriever: Retriever | None = None,
         concurrency: int | None = None, filters: Filter | None = None,
+        max_input_tokens: int | None = None,
     ) -> None:
         self.view = view
         self.filters = filters
@@ -45,12 +49,14 @@ class Walk:
         self.k = k
         self.notepad = notepad
         self.task: TaskWording = self._task()
-        self.query_text = render_query(query, self.task)
+        self.query_text, query_note = fit_query(
+            query, self.task, query_budget(judge.limits.max_tokens), judge.count_tokens)
         self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency,
-                                  form=preset.questions, on_failure=preset.on_failure)
+                                  form=preset.questions, on_failure=preset.on_failure,
+                                  max_input_tokens=max_input_tokens)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
-        self.early_notes: list[str] = []  # notes made before the first stage was traced
+        self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
 
     def _task(self) -> TaskWording:
         if self.preset.task == "auto":
@@ -271,6 +277,7 @@ class Walk:
 
     async def judge_passages(self, passages: list[Node]) -> list[Scored]:
         settings = self.preset.passages
+        passages = self.within_budget(passages)
         ranking, stage = await self.levels.judge_level(
             "passage", passages, settings, Stage.PASSAGE.value)
         ranked = ranking.top()
@@ -278,6 +285,31 @@ class Walk:
             ranked = self.propagate(ranked)
         self.levels.close_stage(stage, ranked[: max(self.k, self.preset.choice.top)], opened=[])
         return ranked
+
+    def within_budget(self, passages: list[Node]) -> list[Node]:
+        """The passages the query's `max_input_tokens` leaves room for (with a share kept for
+        the choice): those of the best-ranked pages first, back in reading order; a note
+        says how many were left out."""
+        left = self.levels.remaining_tokens()
+        if left is None or not passages:
+            return passages
+        entries = self.view.entries("passage", passages, self.preset.passages.render)
+        overhead = self.judge.count_tokens(self.query_text) + 60
+        room = int(left * (1 - CHOICE_RESERVE)) - overhead
+        cost = [(e.tokens or 0) + 4 + QUESTION_TOKENS for e in entries]
+        if sum(cost) <= room:
+            return passages
+        rank = {key: -score for key, score in self.page_scores.items()}
+        order = sorted(range(len(passages)), key=lambda i: (
+            rank.get(self.view.page_of(passages[i]).key, 0.0), i))
+        chosen: list[int] = []
+        for i in order:
+            if cost[i] <= room:
+                chosen.append(i)
+                room -= cost[i]
+        self.trace_note(f"max_input_tokens: {len(passages) - len(chosen):,} of {len(passages):,} "
+                        "passages left out of the passage stage (the weakest pages' first)")
+        return [passages[i] for i in sorted(chosen)]
 
     def propagate(self, ranked: list[Scored]) -> list[Scored]:
         """Multiply each passage's P(yes) by its page's (pages not judged count as the
@@ -295,6 +327,7 @@ class Walk:
         """Reorder `ranked` in place by one choice over its top m; return the choice odds."""
         settings = self.preset.choice
         m = min(settings.top, len(ranked), self.judge.limits.max_options, 255)
+        m = self.choice_within_budget(ranked, m)
         if settings.mode == "off" or m < 2:
             return {}
         shortlist = ranked[:m]
@@ -318,6 +351,23 @@ class Walk:
         chosen = [Scored(s.node, s.binary, probabilities[s.node.key]) for s in ranked[:m]]
         self.levels.close_stage(stage, chosen, [])
         return probabilities
+
+    def choice_within_budget(self, ranked: list[Scored], m: int) -> int:
+        """The largest shortlist (at most `m`) whose choice request fits the tokens left."""
+        left = self.levels.remaining_tokens()
+        if left is None or m < 2:
+            return m
+        entries = [self.view.entry("passage", s.node, "description") for s in ranked[:m]]
+        room = left - self.judge.count_tokens(self.query_text) - 60
+        fits = 0
+        for entry in entries:
+            room -= (entry.tokens or 0) + 8
+            if room < 0:
+                break
+            fits += 1
+        if fits < m:
+            self.trace_note(f"max_input_tokens: the choice shortlist cut from {m} to {fits}")
+        return fits
 
     # -- the hits ----------------------------------------------------------------------
 
