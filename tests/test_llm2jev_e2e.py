@@ -75,14 +75,19 @@ def llm2jev_url(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> 
         log.close()
 
 
-def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str, corpus_tree: Path) -> None:
+def _ask(url: str, tree: Path, *extra: str) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "decisionrag", "ask", str(corpus_tree), QUESTION,
-         "--judge", f"jev-compatible:{llm2jev_url}", "--top", "5", "--json", "--trace"],
+        [sys.executable, "-m", "decisionrag", "ask", str(tree), QUESTION,
+         "--judge", f"jev-compatible:{url}", "--top", "5", "--json", *extra],
         capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
+    answer: dict = json.loads(done.stdout)
+    return answer
+
+
+def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str, corpus_tree: Path) -> None:
+    answer = _ask(llm2jev_url, corpus_tree)
     results = answer["results"]
     assert len(results) == 5
     scores = [r["score"] for r in results]
@@ -94,6 +99,15 @@ def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str
     # the model really answered: probabilities from its logits, not a default
     assert len(set(scores)) > 1 and all(0 < s < 1 for s in scores)
     assert answer["usage"]["requests"] >= 3 and answer["usage"]["input_tokens"] > 0
+
+    # the compact question form against the same server: the server's own token count
+    # (prompt tokens its engine processed) drops, the walk has the same shape
+    compact = _ask(llm2jev_url, corpus_tree, "--questions", "compact")
+    assert len(compact["results"]) == 5
+    assert compact["usage"]["requests"] == answer["usage"]["requests"]
+    assert compact["usage"]["input_tokens"] < answer["usage"]["input_tokens"]
+    print("llm2jev input tokens, paper vs compact:", answer["usage"]["input_tokens"],
+          compact["usage"]["input_tokens"])
 
 
 def test_jevcompat_suite_against_the_same_server(llm2jev_url: str, tmp_path: Path) -> None:
