@@ -1,4 +1,5 @@
-"""`decisionrag eval`: run systems on a dataset in the shared format and print a metrics table."""
+"""`decisionrag eval`: run systems on a dataset (shared format, BEIR, or a tree with one's own
+labels), score runs read from files beside them, and print a metrics table."""
 
 from __future__ import annotations
 
@@ -18,12 +19,39 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "eval",
         help="evaluate retrieval systems on a labelled dataset",
         description="Run systems (decisionrag, decisionrag+dense, flat, dense+judge, bm25, dense) "
-        "on a dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv[, qrels_docs.tsv]) and print "
-        "metrics with paired 95%% bootstrap intervals against the first system.",
+        "on a dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv[, qrels_docs.tsv]), a BEIR "
+        "folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or a .tree file with --queries and "
+        "--qrels, add runs of other retrievers with --run, and print metrics with paired 95%% "
+        "bootstrap intervals against the first system.",
     )
-    parser.add_argument("dataset", metavar="DATASET_DIR", help="folder in the shared data format")
     parser.add_argument(
-        "--systems", default=DEFAULT_SYSTEMS, help=f"comma-separated (default {DEFAULT_SYSTEMS})"
+        "dataset", metavar="DATASET", help="dataset folder (shared format or BEIR), or a .tree file"
+    )
+    parser.add_argument(
+        "--systems",
+        default=DEFAULT_SYSTEMS,
+        help=f"comma-separated (default {DEFAULT_SYSTEMS}); 'none' to score --run files only",
+    )
+    parser.add_argument(
+        "--run", dest="runs", action="append", default=[], metavar="NAME=FILE",
+        help="add a run of another retriever (TREC 'qid Q0 docid rank score tag' or JSONL "
+        "{query_id, results: [{id, score}]}); repeatable",
+    )
+    parser.add_argument(
+        "--tie-break", choices=("file", "docid"), default="file",
+        help="order of equal scores in --run files: the file's order (default) or trec_eval's "
+        "(docid descending)",
+    )
+    parser.add_argument("--save-runs", metavar="DIR", help="write every system's run as DIR/<name>.trec")
+    parser.add_argument("--report", metavar="DIR", help="write DIR/index.html (plots) and DIR/report.md")
+    parser.add_argument(
+        "--queries", metavar="FILE", help="queries JSONL (with a .tree, or replacing a folder's)"
+    )
+    parser.add_argument("--qrels", metavar="FILE", help="labels: BEIR TSV with header, or TREC qrels")
+    parser.add_argument("--split", default="test", help="BEIR qrels split: qrels/SPLIT.tsv (default test)")
+    parser.add_argument(
+        "--passages", choices=("whole", "split"), default="whole",
+        help="BEIR documents as one passage each (default) or split into paragraphs",
     )
     parser.add_argument(
         "--judge", default="embedded", help="judge id for navigation systems (default embedded)"
@@ -80,13 +108,27 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from .._eval import EvalSettings, MetricSpec, evaluate, load_dataset, parse_systems
-    from .._eval._runner import JEV_PRICE_PER_MILLION
+    from .._eval import EvalSettings, MetricSpec, parse_systems
+    from .._eval._report import write_report
+    from .._eval._runner import JEV_PRICE_PER_MILLION, run_evaluation, write_runs
+    from .._eval._runs import parse_run_spec, read_run
+    from .._eval._sources import open_dataset
 
-    systems = parse_systems(args.systems)
+    systems = [] if args.systems.strip() == "none" else parse_systems(args.systems)
+    specs = [parse_run_spec(spec) for spec in args.runs]
+    if not systems and not specs:
+        raise InputError("--systems none needs at least one --run NAME=FILE")
+    external = [read_run(path, name, args.tie_break) for name, path in specs]
     ks = _ints(args.ks, "--ks")
     recall_ks = _ints(args.recall_ks, "--recall-ks") if args.recall_ks else ks
-    dataset = load_dataset(args.dataset).limit(args.limit)
+    dataset = open_dataset(
+        args.dataset,
+        queries=args.queries,
+        qrels=args.qrels,
+        split=args.split,
+        passages=args.passages,
+        cache_dir=args.cache_dir,
+    ).limit(args.limit)
     for warning in dataset.warnings:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
     settings = EvalSettings(
@@ -102,10 +144,23 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     judge = _judge(args.judge, systems)
     answers = _answer_client(args)
-    with _progress_bar(len(systems) * len(dataset.queries), args.no_progress) as bar:
-        report = evaluate(dataset, settings, judge, progress=lambda name: _tick(bar, name), answers=answers)
+    with _progress_bar(len(systems) * len(dataset.queries), args.no_progress or not systems) as bar:
+        evaluation = run_evaluation(
+            dataset, settings, judge, lambda name: _tick(bar, name), answers=answers, external=external
+        )
+    report = evaluation.report
+    if judge is not None:
+        report["settings"]["judge"] = args.judge
+    for warning in report["warnings"]:
+        print(f"decisionrag: warning: {warning}", file=sys.stderr)
     if args.json_out:
         _write_json(Path(args.json_out), report)
+    if args.save_runs:
+        for path in write_runs(evaluation.runs, args.save_runs):
+            print(f"decisionrag: wrote {path}", file=sys.stderr)
+    if args.report:
+        for path in write_report(report, args.report):
+            print(f"decisionrag: wrote {path}", file=sys.stderr)
     print(format_report(report))
     return 0
 
@@ -188,7 +243,19 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['dataset']}: {report['n_queries']} queries; metrics in %, "
         f"(difference to {report.get('baseline')} [95% interval])"
     )
-    return "\n".join([title, *lines])
+    return "\n".join([title, *lines, *_runs_in_lines(report)])
+
+
+def _runs_in_lines(report: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, info in report.get("runs_in", {}).items():
+        lines.append(
+            f"run {name}: {info['queries_in_run']} queries in {Path(info['file']).name}; "
+            f"{info['missing_queries']} of {info['queries_scored']} missing (scored as empty), "
+            f"{info['extra_queries']} not in the dataset, {info['unknown_ids']} of "
+            f"{info['retrieved']} ids unknown; cut to {info['cut_to']}"
+        )
+    return lines
 
 
 def _metric_cell(report: dict[str, Any], system: str, metric: str) -> str:

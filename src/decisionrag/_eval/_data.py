@@ -12,7 +12,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ class Dataset:
     qrels: dict[str, dict[str, int]]
     qrels_docs: dict[str, dict[str, int]] | None = None
     warnings: list[str] = field(default_factory=list)
+    corpus_file: Path | None = None  # a corpus.jsonl elsewhere (a converted BEIR corpus)
 
     @property
     def name(self) -> str:
@@ -83,7 +84,7 @@ class Dataset:
 
     @property
     def corpus_path(self) -> Path:
-        return self.path / "corpus.jsonl"
+        return self.corpus_file or self.path / "corpus.jsonl"
 
     @cached_property
     def corpus(self) -> dict[str, CorpusPassage]:
@@ -97,12 +98,12 @@ class Dataset:
         kept = self.queries[:n]
         ids = {q.id for q in kept}
         docs = {k: v for k, v in self.qrels_docs.items() if k in ids} if self.qrels_docs else None
-        return Dataset(
-            self.path,
-            kept,
-            {k: v for k, v in self.qrels.items() if k in ids},
-            docs,
-            list(self.warnings),
+        return replace(
+            self,
+            queries=kept,
+            qrels={k: v for k, v in self.qrels.items() if k in ids},
+            qrels_docs=docs,
+            warnings=list(self.warnings),
         )
 
     def gold_docs(self, query_id: str) -> set[str]:

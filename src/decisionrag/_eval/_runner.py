@@ -3,6 +3,10 @@
 Latency is measured around each query's whole retrieval, after the tree is open and the
 flat indexes are built. Queries of one conversation run in order; each conversation starts
 with a clean notepad. Every system sees the queries in the same order, one at a time.
+
+External runs (files of another retriever's rankings, :mod:`._runs`) join the comparison
+after the built-in systems: they are aligned to the dataset's queries, cut at the same depth
+and scored by the same code; they have no latency or token figures.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import InputError
 from .._judges import Judge
 from .._judges._base import cost_usd
 from .._sync import run_sync
@@ -31,6 +36,7 @@ from ._metrics import (
     score_run,
     text_groups,
 )
+from ._runs import ExternalRun, RunAlignment, align, run_file_name, write_trec
 from ._systems import Retrieval, System, SystemFactory
 
 JEV_PRICE_PER_MILLION = 0.042  # USD per million input tokens
@@ -63,6 +69,18 @@ class SystemRun:
     name: str
     retrievals: dict[str, Retrieval] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    alignment: RunAlignment | None = None  # for a run read from a file
+
+    def rankings(self) -> dict[str, list[str]]:
+        return {q: r.ranking for q, r in self.retrievals.items()}
+
+
+@dataclass
+class Evaluation:
+    """The report (JSON-able) and every system's per-query retrievals behind it."""
+
+    report: dict[str, Any]
+    runs: list[SystemRun]
 
 
 Progress = Callable[[str], None]
@@ -102,32 +120,84 @@ def evaluate(
     progress: Progress | None = None,
     tree_path: Path | None = None,
     answers: AnswerClient | None = None,
+    external: Sequence[ExternalRun] = (),
 ) -> dict[str, Any]:
     """Run every system of `settings` on `dataset` and return the report (a JSON-able dict).
 
     With an answer client, each system's top-5 passages are also answered from and scored
     by exact match and token F1 (metrics ``exact_match`` and ``token_f1``, over the queries
     with reference answers).
+    `external` runs are scored beside the systems, in the order given.
     """
-    path = tree_path or ensure_tree(dataset, settings.tree_cache)
-    with Tree.open(path) as tree:
-        factory = SystemFactory(
-            tree, judge, settings.preset, settings.embed_model, settings.embed_cache
-        )
-        systems = [factory.build(name) for name in settings.systems]
-        runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress))
-        pruning = {
-            run.name: pruning_recall(run, dataset, tree)
-            for run in runs
-            if any(r.stages for r in run.retrievals.values())
-        }
+    return run_evaluation(dataset, settings, judge, progress, tree_path, answers, external).report
+
+
+def run_evaluation(
+    dataset: Dataset,
+    settings: EvalSettings,
+    judge: Judge | None = None,
+    progress: Progress | None = None,
+    tree_path: Path | None = None,
+    answers: AnswerClient | None = None,
+    external: Sequence[ExternalRun] = (),
+) -> Evaluation:
+    """`evaluate`, keeping every system's retrievals (for --save-runs and the HTML report)."""
+    clash = sorted({run.name for run in external} & set(settings.systems))
+    if clash or len({run.name for run in external}) != len(external):
+        raise InputError(f"run names must differ from each other and from the systems: {clash}")
+    runs: list[SystemRun] = []
+    pruning: dict[str, Any] = {}
+    if settings.systems:
+        path = tree_path or ensure_tree(dataset, settings.tree_cache)
+        with Tree.open(path) as tree:
+            factory = SystemFactory(
+                tree, judge, settings.preset, settings.embed_model, settings.embed_cache
+            )
+            systems = [factory.build(name) for name in settings.systems]
+            runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress))
+            pruning = {
+                run.name: pruning_recall(run, dataset, tree)
+                for run in runs
+                if any(r.stages for r in run.retrievals.values())
+            }
+    runs.extend(external_runs(dataset, external, settings.depth))
     extra: dict[str, PerQuery] = {}
     if answers is not None:
         for run in runs:
-            rankings = {q: r.ranking for q, r in run.retrievals.items()}
-            quality = run_sync(answer_quality(dataset, rankings, answers))
+            quality = run_sync(answer_quality(dataset, run.rankings(), answers))
             extra[run.name] = {"exact_match": quality["per_query"], "token_f1": quality["per_query_f1"]}
-    return build_report(dataset, settings, runs, pruning, extra)
+    return Evaluation(build_report(dataset, settings, runs, pruning, extra), runs)
+
+
+def external_runs(dataset: Dataset, runs: Sequence[ExternalRun], depth: int) -> list[SystemRun]:
+    """Runs read from files, aligned to the dataset's queries and cut at `depth`."""
+    if not runs:
+        return []
+    known = set(dataset.corpus) | {p.doc_id for p in dataset.corpus.values()}
+    query_ids = [q.id for q in dataset.queries]
+    result = []
+    for run in runs:
+        rankings, alignment = align(run, query_ids, known, depth)
+        retrievals = {
+            q: Retrieval([i for i, _ in ranked], scores=[s for _, s in ranked])
+            for q, ranked in rankings.items()
+        }
+        result.append(SystemRun(run.name, retrievals, {}, alignment))
+    return result
+
+
+def write_runs(runs: Sequence[SystemRun], folder: str | Path) -> list[Path]:
+    """Every system's run as ``<folder>/<system>.trec`` (TREC format, tagged with its name)."""
+    target = Path(folder).expanduser()
+    return [
+        write_trec(
+            target / run_file_name(run.name),
+            run.rankings(),
+            {q: r.scores for q, r in run.retrievals.items()},
+            run.name,
+        )
+        for run in runs
+    ]
 
 
 async def _run_all(
@@ -173,9 +243,11 @@ def build_report(
     }
     for name, values in (extra or {}).items():
         per_query[name].update(values)
+    curve_spec = MetricSpec(ks=(), recall_ks=tuple(range(1, settings.depth + 1)), depth=settings.depth)
     prefix = dataset.prefix
     report: dict[str, Any] = {
         "dataset": dataset.name,
+        "prefix": prefix,
         "n_queries": len(dataset.queries),
         "metric_queries": metric_counts(per_query[runs[0].name]) if runs else {},
         "settings": _settings_dict(settings),
@@ -189,6 +261,13 @@ def build_report(
         "baseline": runs[0].name if runs else None,
         "intervals": intervals(per_query, [run.name for run in runs], prefix, settings),
         "pruning": dict(pruning),
+        "runs_in": {run.name: run.alignment.to_dict() for run in runs if run.alignment},
+        "warnings": [w for run in runs if run.alignment for w in run.alignment.warnings()],
+        "per_query": per_query,
+        "per_query_cost": {run.name: per_query_cost(run) for run in runs if run.seconds},
+        "recall_curve": {
+            run.name: recall_curve(run.rankings(), judgments, curve_spec) for run in runs
+        },
     }
     if settings.keep_runs:
         report["runs"] = {
@@ -231,8 +310,33 @@ def intervals(
     return result
 
 
+def recall_curve(
+    rankings: Mapping[str, Sequence[str]], judgments: Judgments, spec: MetricSpec
+) -> list[float]:
+    """Mean Recall@k for k = 1 .. depth, over the queries with a relevant passage."""
+    values = score_run(rankings, judgments, spec)
+    curve = []
+    for k in spec.recall_ks:
+        column = values.get(f"recall@{k}", {})
+        curve.append(sum(column.values()) / len(column) if column else 0.0)
+    return curve
+
+
+def per_query_cost(run: SystemRun) -> dict[str, dict[str, float]]:
+    """Seconds and input tokens of every query (for the report's distributions)."""
+    return {
+        "seconds": dict(run.seconds),
+        "tokens": {
+            q: float(r.usage.input_tokens) if r.usage is not None else 0.0
+            for q, r in run.retrievals.items()
+        },
+    }
+
+
 def cost_and_latency(run: SystemRun, price_per_million: float) -> dict[str, float]:
-    seconds = np.array(list(run.seconds.values()) or [0.0])
+    if not run.seconds:  # a run read from a file: nothing was measured
+        return {}
+    seconds = np.array(list(run.seconds.values()))
     usages = [r.usage for r in run.retrievals.values() if r.usage is not None]
     n = max(len(run.retrievals), 1)
     tokens = sum(u.input_tokens for u in usages)

@@ -30,6 +30,7 @@ class Retrieval:
     ranking: list[str]
     usage: Usage | None = None
     stages: list[tuple[str, list[str]]] = field(default_factory=list)
+    scores: list[float] | None = None  # the system's own score of each ranked key, when it has one
 
 
 class System(Protocol):
@@ -51,14 +52,20 @@ class FlatSystem:
         return None
 
     async def run(self, query: EvalQuery, k: int) -> Retrieval:
-        return Retrieval([key for key, _ in self.retriever.retrieve(query.flat_text(), k)])
+        found = self.retriever.retrieve(query.flat_text(), k)
+        return Retrieval([key for key, _ in found], scores=[score for _, score in found])
 
 
 def _result_to_retrieval(result: Any) -> Retrieval:
     stages = [
         (str(stage.name), [str(key) for key, _ in stage.kept]) for stage in result.trace.stages
     ]
-    return Retrieval([hit.node.key for hit in result.hits], result.usage, stages)
+    return Retrieval(
+        [hit.node.key for hit in result.hits],
+        result.usage,
+        stages,
+        scores=[float(hit.score) for hit in result.hits],
+    )
 
 
 class NavigatorSystem:
