@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .._files import atomic_write
 from . import _svg
-from ._runs import write_text_atomic
 
 Report = Mapping[str, Any]
 
@@ -26,8 +26,8 @@ def write_report(report: Report, folder: str | os.PathLike[str]) -> list[Path]:
     """``index.html`` and ``report.md`` in `folder` (created); returns both paths."""
     target = Path(folder).expanduser()
     return [
-        write_text_atomic(target / "index.html", render_html(report)),
-        write_text_atomic(target / "report.md", render_markdown(report)),
+        atomic_write(target / "index.html", render_html(report)),
+        atomic_write(target / "report.md", render_markdown(report)),
     ]
 
 
@@ -143,9 +143,15 @@ def cost_table(report: Report) -> list[list[str]]:
 def pruning_table(report: Report) -> list[list[str]]:
     rows = [["system", "stage", "gold page kept", "queries"]]
     for name, stages in report.get("pruning", {}).items():
-        for stage, values in stages.items():
+        for stage, values in sorted(stages.items(), key=lambda item: _stage_order(item[0])):
             rows.append([name, stage, f"{100 * values['survived']:.1f} %", str(values["queries"])])
     return rows
+
+
+def _stage_order(stage: str) -> tuple[int, str]:
+    """``"2:heading"`` -> (2, "heading"): stages in walk order, not first-seen order."""
+    index, _, name = stage.partition(":")
+    return (int(index), name) if index.isdigit() else (1 << 30, stage)
 
 
 def runs_in_table(report: Report) -> list[list[str]]:
@@ -173,6 +179,8 @@ def _settings_line(report: Report) -> str:
     if s.get("dedup_text"):
         parts.append("identical passages grouped" + (" (case-folded)" if s.get("dedup_lowercase") else ""))
     parts.append(f"{s.get('resamples')} bootstrap resamples, seed {s.get('seed')}")
+    if s.get("price_per_million") is not None:
+        parts.append(f"cost = input tokens at ${s['price_per_million']} per million")
     return "; ".join(parts)
 
 
@@ -309,6 +317,7 @@ def _pruning_section(report: Report) -> list[str]:
     stages: list[str] = []
     for values in pruning.values():
         stages.extend(s for s in values if s not in stages)
+    stages.sort(key=_stage_order)
     series = {name: [values.get(s, {}).get("survived") for s in stages] for name, values in pruning.items()}
     chart = _svg.bar_chart(stages, series, "Gold page kept, per stage", "share of queries")
     parts.append(_figure(chart, "Share of queries (with a gold page) whose gold page each stage kept."))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._files import atomic_write
 
 TIE_BREAKS = ("file", "docid")
 Scored = list[tuple[str, float]]  # (id, score) in ranked order
@@ -303,20 +304,7 @@ def write_trec(
 ) -> Path:
     """Write one system's run as a TREC file, atomically."""
     text = "".join(line + "\n" for line in trec_lines(rankings, scores, tag))
-    return write_text_atomic(Path(path), text)
-
-
-def write_text_atomic(path: Path, text: str) -> Path:
-    # TODO(arch #10): use decisionrag._files.atomic_write once it lands on main
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(Path(path), text)
 
 
 def run_file_name(name: str) -> str:

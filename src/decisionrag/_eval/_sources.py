@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._paths import cache_root
+from .._files import atomic_path, cache_root
 from ._data import (
     CorpusPassage,
     Dataset,
@@ -189,16 +189,9 @@ def _converted_corpus(root: Path, passages: str, cache_dir: str | os.PathLike[st
     target = base / "beir" / f"{_slug(root.name)}-{key}" / "corpus.jsonl"
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".corpus.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as handle:
-            for record in beir_records(source, passages):
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as tmp, tmp.open("w", encoding="utf-8") as handle:
+        for record in beir_records(source, passages):
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return target
 
 
