@@ -25,11 +25,7 @@ settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None
 settings.register_profile("explore", max_examples=1_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# ../shared/data beside the repository (CI); DECISIONRAG_SHARED_DATA points elsewhere (a worktree)
-SHARED_DATA = Path(
-    os.environ.get("DECISIONRAG_SHARED_DATA")
-    or Path(__file__).resolve().parents[1].parent / "shared" / "data"
-)
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
