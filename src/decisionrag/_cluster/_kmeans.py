@@ -201,10 +201,14 @@ class _Balancer:
         self.centroids[group] = normalise(members.mean(axis=0, keepdims=True))[0]
 
 
+KMeansFn = Callable[[np.ndarray, int, int], np.ndarray]  # (vectors, k, seed) -> labels
+
+
 def balanced_kmeans(vectors: np.ndarray, k: int, bounds: Bounds, seed: int,
-                    weights: np.ndarray | None = None) -> Level:
-    """k-means, then dissolve/bisect groups until every size is within `bounds`."""
-    labels = kmeans(vectors, k, seed, weights)
+                    weights: np.ndarray | None = None, kmeans_fn: KMeansFn | None = None) -> Level:
+    """k-means (`kmeans_fn`, default scikit-learn's), then dissolve/bisect groups until every
+    size is within `bounds`."""
+    labels = kmeans(vectors, k, seed, weights) if kmeans_fn is None else kmeans_fn(vectors, k, seed)
     _, labels = np.unique(labels, return_inverse=True)  # k-means may leave a label empty
     return _Balancer(vectors, labels.astype(np.int64), bounds).run(k)
 

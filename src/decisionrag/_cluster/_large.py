@@ -2,13 +2,15 @@
 
 Above `PARTITION_ROWS` documents one balanced k-means over every vector stops being
 practical (k-means copies its input; N·k distance blocks; hours per iteration at 10 M × 46 k).
-The two-level scheme: seeded k-means on a sample gives `parts` coarse centres (faiss when it
-is installed, else scikit-learn); every document goes to its nearest centre in chunks
+The two-level scheme: seeded k-means on a sample gives `parts` coarse centres; every
+document goes to its nearest centre in chunks
 (one matrix product per chunk, so `vectors` may be a memory map); each part is clustered on
-its own with the same balanced k-means and the same size bounds as the one-pass path, its
+its own with the same balancing and the same size bounds as the one-pass path, its
 share of the leaf groups in proportion to its size; the parent levels are stacked as usual,
 with centroids summed chunk by chunk. Same vectors and seed, same hierarchy, whichever
-engine computed the vectors.
+engine computed the vectors. Both k-means steps run on faiss when it is installed
+(the `faiss` extra: 20 iterations of seeded spherical k-means, ≤ 256 rows per centroid
+sampled) and on scikit-learn otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ._kmeans import (
     DEFAULT_BRANCHING,
     Bounds,
     Hierarchy,
+    KMeansFn,
     Level,
     balanced_kmeans,
     check_branching,
@@ -49,15 +52,38 @@ def coarse_centres(vectors: np.ndarray, parts: int, seed: int,
     size = min(len(vectors), max(sample_rows, 40 * parts))
     rows = np.sort(rng.choice(len(vectors), size=size, replace=False))
     sample = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+    fast = faiss_kmeans()
+    labels = kmeans(sample, parts, seed) if fast is None else fast(sample, parts, seed)
+    return group_centroids(sample, labels, int(labels.max()) + 1)
+
+
+def faiss_kmeans() -> KMeansFn | None:
+    """Seeded spherical k-means on faiss (labels of every row), or None without faiss."""
     try:
         import faiss
     except ImportError:
-        labels = kmeans(sample, parts, seed)
-        return group_centroids(sample, labels, int(labels.max()) + 1)
-    model = faiss.Kmeans(sample.shape[1], parts, niter=20, seed=seed, spherical=True,
-                         verbose=False)
-    model.train(sample)
-    return normalise(np.asarray(model.centroids))
+        return None
+
+    def run(vectors: np.ndarray, k: int, seed: int) -> np.ndarray:
+        if k >= len(vectors):
+            return np.arange(len(vectors))
+        if k <= 1:
+            return np.zeros(len(vectors), dtype=np.int64)
+        data = np.ascontiguousarray(vectors, dtype=np.float32)
+        threads = faiss.omp_get_max_threads()
+        # OpenMP threads spin-wait: on a busy CPU one thread was 6x faster than two (measured
+        # on this 2-core machine under load), as with scikit-learn's BLAS in `kmeans`
+        faiss.omp_set_num_threads(1)
+        try:
+            model = faiss.Kmeans(data.shape[1], k, niter=20, seed=seed, spherical=True,
+                                 verbose=False, max_points_per_centroid=256)
+            model.train(data)
+            _, nearest = model.index.search(data, 1)
+        finally:
+            faiss.omp_set_num_threads(threads)
+        return np.asarray(nearest[:, 0], dtype=np.int64)
+
+    return run
 
 
 def assign(vectors: np.ndarray, centres: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
@@ -104,6 +130,7 @@ def partitioned_hierarchy(
     check_branching(branching)
     bounds = default_bounds(len(vectors), n_groups, branching, min_size, max_size)
     parts = min(parts or default_parts(n_groups, branching), len(vectors))
+    fast = faiss_kmeans()
     part_of = assign(vectors, coarse_centres(vectors, parts, seed))
     members = members_by_group(part_of, parts)
     share = _share(n_groups, np.array([len(m) for m in members]))
@@ -114,7 +141,7 @@ def partitioned_hierarchy(
         if not len(rows):
             continue
         level = balanced_kmeans(np.asarray(vectors[rows], dtype=np.float32), int(share[part]),
-                                bounds, seed + part)
+                                bounds, seed + part, kmeans_fn=fast)
         labels[rows] = level.labels + offset
         centroids.append(level.centroids)
         offset += len(level.centroids)
