@@ -64,3 +64,15 @@ def test_trace_names_come_from_the_stage_enum(tmp_path: Path) -> None:
     assert names[0] == Stage.GROUP.at(0) == "group 1"
     assert {Stage.PAGE.value, Stage.PASSAGE.value} <= set(names)
     assert Stage.rescore(Stage.PAGE.value) == "page rescore"
+
+
+def test_the_architecture_page_quotes_the_contract_as_it_is() -> None:
+    root = Path(__file__).parents[1]
+
+    def layers(text: str) -> str:
+        start = text.index("layers = [")
+        return text[start:text.index("]", start)]
+
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert layers(page) == layers(pyproject)
