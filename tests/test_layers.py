@@ -76,3 +76,17 @@ def test_the_architecture_page_quotes_the_contract_as_it_is() -> None:
     pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
     page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert layers(page) == layers(pyproject)
+
+
+def test_only_the_store_knows_sqlite() -> None:
+    """SQL and sqlite's exceptions stay inside `decisionrag._tree` (typed methods outside)."""
+    users = []
+    for path in SOURCE.rglob("*.py"):
+        if path.is_relative_to(SOURCE / "_tree"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "sqlite3" for name in names):
+                users.append(str(path.relative_to(SOURCE)))
+    assert users == []

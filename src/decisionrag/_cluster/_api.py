@@ -21,6 +21,7 @@ import numpy as np
 
 from .._embed import DEFAULT_MODEL
 from .._errors import InputError
+from .._tree import DocumentHead
 from .._tree._store import TreeWriter
 from ._describe import MAX_TITLES, Describer, ExtractiveDescriber, GroupSketch
 from ._embedding import MAX_TOKENS, EncodeFn, document_text, embed_texts, first_sentence
@@ -172,24 +173,24 @@ def _timed(seconds: dict[str, float], phase: str) -> Iterator[None]:
     seconds[phase] = time.perf_counter() - start
 
 
-def _flat_documents(writer: TreeWriter) -> tuple[list[tuple[Any, ...]], int]:
+def _flat_documents(writer: TreeWriter) -> tuple[list[DocumentHead], int]:
     """Heads of the documents directly under the root; and how many others were skipped."""
     heads = list(writer.document_heads())
-    flat = [h for h in heads if h[1] == writer.root_id]
+    flat = [h for h in heads if h.parent == writer.root_id]
     if not flat:
         raise InputError(f"{writer.path}: no documents directly under the root to cluster")
     return flat, len(heads) - len(flat)
 
 
 def _embed_documents(
-    flat: list[tuple[Any, ...]], model: str | None, encode: EncodeFn | None,
+    flat: list[DocumentHead], model: str | None, encode: EncodeFn | None,
     cache: str | os.PathLike[str] | None, use_cache: bool, progress: bool, max_tokens: int,
 ) -> _Docs:
-    texts = [document_text(h[3], h[4], h[5]) for h in flat]
+    texts = [document_text(h.title, h.description, h.first_passage) for h in flat]
     vectors = embed_texts(texts, model or DEFAULT_MODEL, encode=encode, cache=cache,
                           use_cache=use_cache, progress=progress, max_tokens=max_tokens)
-    labels = [document_label(h[3], h[4], h[5]) for h in flat]
-    return _Docs(np.array([h[0] for h in flat], dtype=np.int64), labels, texts, vectors)
+    labels = [document_label(h.title, h.description, h.first_passage) for h in flat]
+    return _Docs(np.array([h.id for h in flat], dtype=np.int64), labels, texts, vectors)
 
 
 def write_groups(writer: TreeWriter, hierarchy: Hierarchy, docs: _Docs) -> list[np.ndarray]:

@@ -4,7 +4,6 @@ that drifted past their size bounds, without re-clustering the whole corpus."""
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 from .._embed import DEFAULT_MODEL
 from .._errors import InputError
 from .._tree._model import DocumentSpec, NodeKind
-from .._tree._store import TreeWriter
+from .._tree._store import DuplicateKey, TreeWriter
 from ._api import META_KEY, document_label, group_title, term_text
 from ._describe import MAX_TITLES, Describer, ExtractiveDescriber, GroupSketch
 from ._embedding import MAX_TOKENS, EncodeFn, document_text, embed_texts
@@ -148,7 +147,7 @@ def edit_documents(
     try:
         _edit(path, add, list(remove), dict(metadata or {}), model, encode, cache, use_cache,
               replace, report)
-    except sqlite3.IntegrityError as exc:  # a passage or section key clashes with the tree's
+    except DuplicateKey as exc:  # a passage or section key clashes with the tree's
         raise InputError(f"{path}: new documents reuse ids already in the tree ({exc})") from exc
     return report
 
@@ -243,18 +242,14 @@ def _add_batch(writer: TreeWriter, leaves: _Leaves | None, batch: list[DocumentS
 
 def _check_new_keys(writer: TreeWriter, batch: list[DocumentSpec]) -> None:
     keys = [spec.key for spec in batch if spec.key]
-    marks = ",".join("?" * len(keys))
-    found = writer.execute(f"SELECT key FROM nodes WHERE key IN ({marks})", keys) if keys else []
+    found = writer.keys_present(keys) if keys else []
     if found:
-        raise InputError(f"document {found[0][0]!r} is already in {writer.path}")
+        raise InputError(f"document {found[0]!r} is already in {writer.path}")
 
 
 def _group_keys(writer: TreeWriter, ids: Iterable[int]) -> dict[int, str]:
     ids = list(ids)
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return dict(writer.execute(f"SELECT id, key FROM nodes WHERE id IN ({marks})", ids))
+    return writer.keys_of(ids) if ids else {}
 
 
 def _sizes(writer: TreeWriter, leaves: _Leaves) -> dict[int, int]:
@@ -299,11 +294,12 @@ class _Rebalance:
         self.writer = writer
         self.leaves = leaves
         self.embed_args: dict[str, Any] = {"encode": encode, "cache": cache, "use_cache": use_cache}
-        self.heads = {h[0]: h for h in writer.document_heads()}
+        self.heads = {h.id: h for h in writer.document_heads()}
         self.keys = _group_keys(writer, leaves.ids)
 
     def vectors(self, doc_ids: Sequence[int]) -> np.ndarray:
-        texts = [document_text(*self.heads[d][3:6]) for d in doc_ids]
+        texts = [document_text(self.heads[d].title, self.heads[d].description,
+                               self.heads[d].first_passage) for d in doc_ids]
         return embed_texts(texts, self.leaves.model, max_tokens=self.leaves.max_tokens,
                            **self.embed_args)
 
@@ -320,15 +316,20 @@ class _Rebalance:
             report.merged[self.keys[group]] = sorted({self.keys[t] for t in targets})
             self._drop(group)
 
+    def _parent(self, node_id: int) -> int:
+        parent = self.writer.parent_of(node_id)
+        assert parent is not None  # groups always hang below the root
+        return parent
+
     def _drop(self, group: int) -> None:
         index = self.leaves.ids.index(group)
         del self.leaves.ids[index]
         self.leaves.centroids = np.delete(self.leaves.centroids, index, axis=0)
-        parent = self.writer.execute("SELECT parent FROM nodes WHERE id=?", (group,))[0][0]
+        parent = self._parent(group)
         self.writer.remove_group(group)
         root = self.writer.root_id
         while parent != root and not self.writer.child_ids(parent):  # empty upper groups go too
-            above = self.writer.execute("SELECT parent FROM nodes WHERE id=?", (parent,))[0][0]
+            above = self._parent(parent)
             self.writer.remove_group(parent)
             parent = above
 
@@ -347,7 +348,7 @@ class _Rebalance:
 
     def _place_parts(self, group: int, docs: np.ndarray, vectors: np.ndarray,
                      parts: list[np.ndarray]) -> list[int]:
-        parent = self.writer.execute("SELECT parent FROM nodes WHERE id=?", (group,))[0][0]
+        parent = self._parent(group)
         settings = self.leaves.settings
         part_ids = [group]
         for _ in parts[1:]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class NodeKind(enum.IntEnum):
@@ -55,6 +55,17 @@ class Node:
     def url(self) -> str | None:
         value = self.meta.get("url")
         return str(value) if value else None
+
+
+class DocumentHead(NamedTuple):
+    """What clustering reads of a stored document: its ids, labels and first passage."""
+
+    id: int
+    parent: int
+    key: str
+    title: str
+    description: str
+    first_passage: str
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from typing import Any
 from .._errors import InputError, TreeFormatError
 from .._files import temporary_beside
 from . import _edits
-from ._model import DocumentSpec, Node, NodeKind
+from ._model import DocumentHead, DocumentSpec, Node, NodeKind
 from ._summaries import Summary, read_summaries, write_summaries
 
 SCHEMA_VERSION = 1
@@ -65,7 +65,15 @@ _INNER_COLUMNS = _COLUMNS.replace(", text,", ", '' AS text,")
 _INSERT = f"INSERT INTO nodes ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 Row = tuple[Any, ...]
+
+
+class DuplicateKey(InputError):
+    """Two nodes would share one external id (sqlite's integrity error, translated here)."""
+
+# node kinds in SQL: every kind test in a query is written with these
+_ROOT, _GROUP = int(NodeKind.ROOT), int(NodeKind.GROUP)
 _DOCUMENT, _SECTION, _PASSAGE = int(NodeKind.DOCUMENT), int(NodeKind.SECTION), int(NodeKind.PASSAGE)
+_BATCH = 900  # ids or keys per IN (...) list: under SQLite's variable limit
 _BATCH_ROWS = 50_000
 _KINDS = tuple(NodeKind)  # NodeKind(i) by index: a tuple lookup is cheaper than the enum call
 _PAGE_SIZE = 16_384
@@ -166,7 +174,7 @@ class TreeWriter:
     def _load_state(self) -> None:
         db = self._db
         self._next_id = db.execute("SELECT coalesce(max(id), -1) + 1 FROM nodes").fetchone()[0]
-        self.root_id = db.execute("SELECT id FROM nodes WHERE kind=0").fetchone()[0]
+        self.root_id = db.execute(f"SELECT id FROM nodes WHERE kind={_ROOT}").fetchone()[0]
         self.meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
         self.counts = {kind.label: 0 for kind in NodeKind}
         for kind, count in db.execute("SELECT kind, count(*) FROM nodes GROUP BY kind"):
@@ -174,7 +182,7 @@ class TreeWriter:
         self._child_count = dict(db.execute(  # the next free position: gaps left by removals
             "SELECT parent, max(pos) + 1 FROM nodes GROUP BY parent"))
         self._groups = {}
-        for gid, in db.execute("SELECT id FROM nodes WHERE kind=1"):
+        for gid, in db.execute(f"SELECT id FROM nodes WHERE kind={_GROUP}"):
             path = tuple(n.title for n in self._ancestry(gid))
             self._groups[path] = gid
 
@@ -214,10 +222,13 @@ class TreeWriter:
         node_id = self._new_id()
         pos = self._next_pos(parent) if parent is not None else 0
         self._begin()
-        self._db.execute(_INSERT, (
-            node_id, key, parent, int(kind), pos, None, node_id, 0, title, description, "", "",
-            json.dumps(meta) if meta else None,
-        ))
+        try:
+            self._db.execute(_INSERT, (
+                node_id, key, parent, int(kind), pos, None, node_id, 0, title, description, "", "",
+                json.dumps(meta) if meta else None,
+            ))
+        except sqlite3.IntegrityError as exc:
+            raise DuplicateKey(f"{self.path}: node id {key!r} is already in the tree") from exc
         self.counts[kind.label] += 1
         return node_id
 
@@ -371,10 +382,34 @@ class TreeWriter:
         self._begin()
         _edits.set_metadata(self._db, node_id, meta)
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run SQL on the file being written (for store extensions: clustering tables)."""
+    def parent_of(self, node_id: int) -> int | None:
+        """The id of `node_id`'s parent (None for the root)."""
         self._flush()
-        return self._db.execute(sql, params).fetchall()
+        row = self._db.execute("SELECT parent FROM nodes WHERE id=?", (node_id,)).fetchone()
+        if row is None:
+            raise KeyError(node_id)
+        return int(row[0]) if row[0] is not None else None
+
+    def keys_present(self, keys: Sequence[str]) -> list[str]:
+        """Those of `keys` some node of the tree already has."""
+        self._flush()
+        found: list[str] = []
+        for start in range(0, len(keys), _BATCH):
+            chunk = list(keys[start:start + _BATCH])
+            marks = ",".join("?" * len(chunk))
+            found += [k for k, in self._db.execute(
+                f"SELECT key FROM nodes WHERE key IN ({marks})", chunk)]
+        return found
+
+    def keys_of(self, ids: Sequence[int]) -> dict[int, str]:
+        """The external keys of the nodes `ids`."""
+        self._flush()
+        found: dict[int, str] = {}
+        for start in range(0, len(ids), _BATCH):
+            chunk = list(ids[start:start + _BATCH])
+            marks = ",".join("?" * len(chunk))
+            found.update(self._db.execute(f"SELECT id, key FROM nodes WHERE id IN ({marks})", chunk))
+        return found
 
     def _flush(self) -> None:
         if self._pending:
@@ -382,21 +417,23 @@ class TreeWriter:
             try:
                 self._db.executemany(_INSERT, self._pending)
             except sqlite3.IntegrityError as exc:  # the key index exists when updating a tree
-                raise InputError(f"{self.path}: a node id being added is already in the tree "
-                                 f"({exc})") from exc
+                raise DuplicateKey(f"{self.path}: a node id being added is already in the tree "
+                                   f"({exc})") from exc
             self._pending.clear()
 
     # -- clustering (decisionrag._cluster) -------------------------------------------------
     # Group levels built over flat corpora. Leaf- and upper-level centroids live in the
     # `clusters` table so that later additions are assigned without re-clustering.
 
-    def document_heads(self) -> Iterator[tuple[int, int, str, str, str, str]]:
-        """(id, parent, key, title, description, first passage text) of every document, by id."""
+    def document_heads(self) -> Iterator[DocumentHead]:
+        """Every document's `DocumentHead` (id, parent, key, title, description, first
+        passage text), by id."""
         self._flush()
         sql = ("SELECT d.id, d.parent, d.key, d.title, d.description, coalesce((SELECT p.text "
-               "FROM nodes p WHERE p.id BETWEEN d.id AND d.end_id AND p.kind=4 ORDER BY p.id "
-               "LIMIT 1), '') FROM nodes d WHERE d.kind=2 ORDER BY d.id")
-        yield from self._db.execute(sql)
+               f"FROM nodes p WHERE p.id BETWEEN d.id AND d.end_id AND p.kind={_PASSAGE} "
+               f"ORDER BY p.id LIMIT 1), '') FROM nodes d WHERE d.kind={_DOCUMENT} ORDER BY d.id")
+        for row in self._db.execute(sql):
+            yield DocumentHead(*row)
 
     def place_children(self, parent: int, ordered_children: Sequence[int]) -> None:
         """Make `ordered_children` the children of `parent`, in this reading order."""
@@ -415,7 +452,7 @@ class TreeWriter:
 
     def set_group_text(self, group_id: int, title: str, description: str) -> None:
         self._flush()
-        self._db.execute("UPDATE nodes SET title=?, description=? WHERE id=? AND kind=1",
+        self._db.execute(f"UPDATE nodes SET title=?, description=? WHERE id=? AND kind={_GROUP}",
                          (title, description, group_id))
 
     def remove_group(self, group_id: int) -> None:
@@ -423,7 +460,7 @@ class TreeWriter:
         if self.child_ids(group_id):
             raise InputError(f"group {group_id} still has children; it cannot be removed")
         self._begin()
-        self._db.execute("DELETE FROM nodes WHERE id=? AND kind=1", (group_id,))
+        self._db.execute(f"DELETE FROM nodes WHERE id=? AND kind={_GROUP}", (group_id,))
         self._ensure_clusters_table()
         self._db.execute("DELETE FROM clusters WHERE group_id=?", (group_id,))
         self.counts["group"] -= 1
@@ -454,7 +491,7 @@ class TreeWriter:
 
     def _roll_up_counts(self) -> None:
         """Passage counts of groups and the root: sums over their documents, bottom-up."""
-        sql = "SELECT id, parent, kind, n_passages FROM nodes WHERE kind < 3"  # nodes_inner
+        sql = f"SELECT id, parent, kind, n_passages FROM nodes WHERE kind < {_SECTION}"  # nodes_inner
         rows = self._db.execute(sql).fetchall()
         parents = {row[0]: row[1] for row in rows}
         totals = {row[0]: 0 for row in rows if row[2] != NodeKind.DOCUMENT}
@@ -477,7 +514,7 @@ class TreeWriter:
             self._db.executescript(_INDEXES)
         except sqlite3.IntegrityError as exc:
             duplicates = self._duplicate_keys()
-            raise InputError(f"duplicate node ids in {self.path}: {duplicates}") from exc
+            raise DuplicateKey(f"duplicate node ids in {self.path}: {duplicates}") from exc
         self._begin()
         self._roll_up_counts()
         write_summaries(self._db)  # metadata summaries for filters (._summaries)
@@ -536,7 +573,7 @@ class Tree:
         self.file = path
         rows = db.execute("SELECT key, value FROM meta")
         self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
-        self.root = self._one("SELECT {} FROM nodes WHERE kind=0 LIMIT 1")
+        self.root = self._one(f"SELECT {{}} FROM nodes WHERE kind={_ROOT} LIMIT 1")
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Tree:
@@ -605,7 +642,7 @@ class Tree:
         tail = " ORDER BY pos" + (f" LIMIT {int(limit)}" if limit is not None else "")
         kind = self._db.execute("SELECT kind FROM nodes WHERE id=?", (node_id,)).fetchone()
         if kind is not None and kind[0] < NodeKind.DOCUMENT:  # groups and documents only
-            sql = f"SELECT {_INNER_COLUMNS} FROM nodes WHERE parent=? AND kind < 3" + tail
+            sql = f"SELECT {_INNER_COLUMNS} FROM nodes WHERE parent=? AND kind < {_SECTION}" + tail
             return [_row_to_node(row) for row in self._db.execute(sql, (node_id,))]
         return self._many("SELECT {} FROM nodes WHERE parent=?" + tail, (node_id,))
 
@@ -641,20 +678,20 @@ class Tree:
 
     def passages_of(self, node: Node, limit: int | None = None) -> list[Node]:
         """`passages(node.id, limit)` without reading `node` again (one query, not two)."""
-        sql = "SELECT {} FROM nodes WHERE id BETWEEN ? AND ? AND kind=4 ORDER BY id"
+        sql = f"SELECT {{}} FROM nodes WHERE id BETWEEN ? AND ? AND kind={_PASSAGE} ORDER BY id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return self._many(sql, (node.id, node.end))
 
     def documents(self) -> Iterator[Node]:
         """Every document in id order (streams; for builders, baselines and evaluation)."""
-        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind=2 ORDER BY id")
+        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind={_DOCUMENT} ORDER BY id")
         for row in cursor:
             yield _row_to_node(row)
 
     def iter_passages(self) -> Iterator[Node]:
         """Every passage in id order (streams)."""
-        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind=4 ORDER BY id")
+        cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind={_PASSAGE} ORDER BY id")
         for row in cursor:
             yield _row_to_node(row)
 
@@ -667,7 +704,7 @@ class Tree:
         """Number of nodes of each kind at each depth (depth 0 = root)."""
         depth: dict[int, int] = {}
         result: dict[int, dict[str, int]] = {}
-        sql = "SELECT id, parent, kind FROM nodes WHERE kind < 3 ORDER BY id"  # nodes_inner
+        sql = f"SELECT id, parent, kind FROM nodes WHERE kind < {_SECTION} ORDER BY id"  # nodes_inner
         rows = self._db.execute(sql).fetchall()
         by_id = {row[0]: row for row in rows}
 
@@ -694,7 +731,7 @@ class Tree:
         rows = self._db.execute(
             "SELECT doc, kind, CASE WHEN heading = '' THEN 0 ELSE length(heading) - "
             "length(replace(heading, char(31), '')) + 1 END AS parts, count(*) "
-            "FROM nodes WHERE kind >= 3 GROUP BY doc, kind, parts").fetchall()
+            f"FROM nodes WHERE kind >= {_SECTION} GROUP BY doc, kind, parts").fetchall()
         for doc, kind, parts, count in rows:
             depth = doc_depth[doc] + parts + (1 if kind == NodeKind.PASSAGE else 0)
             label = NodeKind(kind).label
@@ -703,7 +740,7 @@ class Tree:
         return dict(sorted(result.items()))
 
     def _doc_depths(self) -> list[tuple[int, int]]:
-        rows = self._db.execute("SELECT id, parent, kind FROM nodes WHERE kind < 3").fetchall()
+        rows = self._db.execute(f"SELECT id, parent, kind FROM nodes WHERE kind < {_SECTION}").fetchall()
         parents = {row[0]: row[1] for row in rows}
         depths: list[tuple[int, int]] = []
         for node_id, _parent, kind in rows:
@@ -725,5 +762,5 @@ class Tree:
 
     def document_sizes(self) -> list[int]:
         """The number of passages of every document, in id order."""
-        rows = self._db.execute("SELECT n_passages FROM nodes WHERE kind=2 ORDER BY id")
+        rows = self._db.execute(f"SELECT n_passages FROM nodes WHERE kind={_DOCUMENT} ORDER BY id")
         return [row[0] for row in rows]

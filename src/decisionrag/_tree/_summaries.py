@@ -17,9 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._model import NodeKind
+
 MAX_VALUES = 64
 _TABLE = "meta_summary"
-_GROUP_KINDS = "kind < 2"  # root and groups
+_GROUP_KINDS = f"kind < {int(NodeKind.DOCUMENT)}"  # root and groups
 _DOCUMENT, _PASSAGE = 2, 4
 
 
