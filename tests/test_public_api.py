@@ -22,6 +22,7 @@ EXPECTED = {
     "Answer", "AnswerError", "AnswerEvent", "Citation", "OpenAICompatibleGenerator", "aanswer", "answer",
     "astream_answer", "load_generator", "stream_answer",
     "DeadlineExceeded", "QueryDeadline",  # issue 16: bounded time
+    "Client", "ServerError",
 }
 
 
@@ -44,11 +45,13 @@ def test_exception_tree() -> None:
     assert issubclass(decisionrag.MissingDependency, ImportError)
     assert issubclass(decisionrag.AnswerError, decisionrag.DecisionRAGError)
     assert issubclass(decisionrag.DeadlineExceeded, decisionrag.JudgeUnavailable)
+    assert issubclass(decisionrag.ServerError, decisionrag.DecisionRAGError)
 
 
 def test_import_is_light() -> None:
     """Importing the package must not pull torch, transformers or sentence-transformers."""
     code = ("import sys, decisionrag; heavy = [m for m in ('torch', 'transformers', "
-            "'sentence_transformers', 'sklearn') if m in sys.modules]; print(heavy)")
+            "'sentence_transformers', 'sklearn', 'fastapi', 'uvicorn', 'mcp') "
+            "if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -20,6 +20,7 @@ from ._answer import (
 )
 from ._app import build_tree
 from ._build import BuildReport
+from ._client import Client
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._deadline import QueryDeadline
 from ._errors import (
@@ -34,6 +35,7 @@ from ._errors import (
     JudgeUnavailable,
     MissingDependency,
     NavigationError,
+    ServerError,
     TreeFormatError,
 )
 from ._eval import EvalSettings, evaluate, load_dataset, paired_bootstrap
@@ -89,6 +91,7 @@ __all__ = [
     "ChoiceResult",
     "ChoiceSettings",
     "Citation",
+    "Client",
     "ClusterReport",
     "Conversation",
     "DeadlineExceeded",
@@ -122,6 +125,7 @@ __all__ = [
     "Result",
     "Retriever",
     "ScriptedJudge",
+    "ServerError",
     "SimulatedJudge",
     "StageSettings",
     "StageTrace",

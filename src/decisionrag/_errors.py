@@ -10,7 +10,8 @@ DecisionRAGError
 │   │   └── DeadlineExceeded the query's deadline or retry budget ran out first
 │   └── JudgeProtocolError the answer broke the protocol (missing answers, NaN, bad sums)
 ├── AnswerError           the answer (chat) model could not be reached or answered unusably
-└── NavigationError       a navigation configuration that cannot run on this tree
+├── NavigationError       a navigation configuration that cannot run on this tree
+└── ServerError           a decisionrag server answered with an error (Client)
 
 Failures of outbound HTTP (httpx) are translated into this tree in `decisionrag._http` only.
 """
@@ -79,3 +80,31 @@ def missing_extra(package: str, extra: str) -> MissingDependency:
     return MissingDependency(
         f"{package!r} is not installed; install it with: pip install 'decisionrag[{extra}]'"
     )
+
+
+class ServerError(DecisionRAGError):
+    """A `decisionrag serve` server answered with an error (raised by `Client`).
+
+    `status` is the HTTP status, `type` the error type in the body (``unauthorized``,
+    ``server_busy``, ``deadline_exceeded`` …), `field` the request field at fault,
+    `retry_after` the seconds the server asked to wait (503), `body` the whole error body.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        type: str = "",
+        field: str | None = None,
+        retry_after: float | None = None,
+        request_id: str = "",
+        body: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.field = field
+        self.retry_after = retry_after
+        self.request_id = request_id
+        self.body = body or {}

@@ -105,7 +105,7 @@ class ServiceSource:
 
     def _client(self) -> Any:
         try:
-            from .. import Client  # type: ignore[attr-defined]
+            from .. import Client
         except ImportError as exc:
             raise InputError("this decisionrag has no Client: serving a URL needs decisionrag "
                              "with the serve client (pip install 'decisionrag[serve]')") from exc

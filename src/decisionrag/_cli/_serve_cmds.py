@@ -1,0 +1,172 @@
+"""`decisionrag serve`, `decisionrag mcp` and `decisionrag keys`: shells over `_serve`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._errors import InputError, missing_extra
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    _register_serve(subparsers)
+    _register_mcp(subparsers)
+    _register_keys(subparsers)
+
+
+def _tree_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trees", nargs="+", metavar="TREE",
+                        help="tree files to serve, as PATH (named after the file: docs.tree -> docs) "
+                        "or NAME=PATH; the first is the default")
+    parser.add_argument("--judge", default="embedded", help="judge id (default: embedded)")
+    parser.add_argument("--preset", default="auto", help="default navigation preset (default: auto)")
+
+
+def _register_serve(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve trees over HTTP (retrieve, rerank, trees; OpenAPI at /docs)",
+        description="An HTTP retrieval service over one or more tree files (FastAPI + uvicorn, the "
+        "'serve' extra). A tree file replaced on disk is reopened; requests in flight finish on "
+        "the old one. SIGTERM drains requests in flight, then exits. Logs are JSON lines on stderr.")
+    _tree_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes sharing the port and the read-only tree files")
+    parser.add_argument("--api-key-file", metavar="FILE",
+                        help="JSON file of hashed API keys (`decisionrag keys add`); without it "
+                        "the server only binds a loopback address")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="default per-request deadline in seconds (default: 30)")
+    parser.add_argument("--max-judge-requests", type=int, metavar="N",
+                        help="judge requests in flight at most, per worker (default: 64)")
+    parser.add_argument("--judge-queue", type=int, metavar="N",
+                        help="judge requests that may wait for a slot before new requests get "
+                        "503 + Retry-After (default: 512)")
+    parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                        help="any other limit, e.g. max_k=50, max_body_bytes=200000, max_query_chars, "
+                        "max_messages, max_conversation_chars, max_documents, max_timeout, "
+                        "max_conversations, conversation_ttl (repeatable)")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                        help="seconds SIGTERM waits for requests in flight (default: 30)")
+    parser.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
+                        help="how often tree and key files are checked for replacement (default: 1)")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.set_defaults(func=_run_serve)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .._serve._settings import ServeLimits, ServeSettings, tree_argument
+
+    assignments: dict[str, str] = {}
+    for item in getattr(args, "limit", []):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--limit {item!r}: expected NAME=VALUE")
+        assignments[name.strip()] = value.strip()
+    for flag, name in (("timeout", "default_timeout"), ("max_judge_requests", "max_judge_requests"),
+                       ("judge_queue", "max_judge_queue")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            assignments[name] = str(value)
+    limits = ServeLimits().replace(assignments)
+    trees = tuple(tree_argument(text) for text in args.trees)
+    for name, path in trees:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such tree file (tree {name!r})")
+    return ServeSettings(trees=trees, judge=args.judge, preset=args.preset,
+                         api_key_file=getattr(args, "api_key_file", None), limits=limits,
+                         reload_seconds=getattr(args, "reload_interval", 1.0))
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        from .._serve._run import serve
+    except ImportError as exc:
+        raise missing_extra(exc.name or "fastapi", "serve") from exc
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, not {args.workers}")
+    settings = _settings(args)
+    # after a drain uvicorn re-raises SIGTERM: that is a clean exit
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    serve(settings, host=args.host, port=args.port, workers=args.workers,
+          drain_seconds=args.drain_timeout, log_level=args.log_level)
+    return 0
+
+
+def _register_mcp(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "mcp", help="a Model Context Protocol tool server on stdio (retrieve, read_node)",
+        description="Serve tree files to MCP clients (agents, IDEs) over stdio with the official "
+        "`mcp` SDK (the 'mcp' extra). Tools: retrieve, read_node, list_trees.")
+    _tree_arguments(parser)
+    parser.set_defaults(func=_run_mcp)
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    try:
+        from .._serve._mcp import run_mcp
+    except ImportError as exc:
+        raise missing_extra(exc.name or "mcp", "mcp") from exc
+    run_mcp(_settings(args))
+    return 0
+
+
+def _register_keys(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "keys", help="create, list and remove the server's API keys",
+        description="API keys for `decisionrag serve --api-key-file FILE`. The file keeps only "
+        "SHA-256 hashes; a new key is printed once.")
+    actions = parser.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="create a key and store its hash")
+    add.add_argument("file", type=Path, help="the key file (created if absent)")
+    add.add_argument("--name", required=True, help="who the key is for (shown in logs)")
+    add.add_argument("--tree", action="append", default=[], metavar="NAME",
+                     help="a tree the key may read (repeatable; default: all trees)")
+    add.set_defaults(func=_keys_add)
+    listing = actions.add_parser("list", help="the keys' names and trees")
+    listing.add_argument("file", type=Path)
+    listing.set_defaults(func=_keys_list)
+    remove = actions.add_parser("remove", help="revoke a key (a running server notices)")
+    remove.add_argument("file", type=Path)
+    remove.add_argument("name")
+    remove.set_defaults(func=_keys_remove)
+    hashing = actions.add_parser("hash", help="print the SHA-256 of a key read from stdin")
+    hashing.set_defaults(func=_keys_hash)
+
+
+def _keys_add(args: argparse.Namespace) -> int:
+    from .._serve._auth import add_key
+
+    key = add_key(args.file, args.name, args.tree)
+    print(key)
+    print(f"decisionrag: key {args.name!r} added to {args.file}; it is shown only now", file=sys.stderr)
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    from .._serve._auth import read_key_file
+
+    for principal in read_key_file(args.file).values():
+        print(f"{principal.name}\t{','.join(sorted(principal.trees))}")
+    return 0
+
+
+def _keys_remove(args: argparse.Namespace) -> int:
+    from .._serve._auth import remove_key
+
+    remove_key(args.file, args.name)
+    return 0
+
+
+def _keys_hash(args: argparse.Namespace) -> int:
+    from .._serve._auth import hash_key
+
+    key = sys.stdin.readline().strip()
+    if not key:
+        raise InputError("keys hash: give the key on stdin")
+    print(hash_key(key))
+    return 0

@@ -1,0 +1,93 @@
+"""Running the app under uvicorn: one process, or `--workers N` sharing one socket."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+import tempfile
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from .._errors import InputError
+from ._logging import log_config
+from ._settings import SETTINGS_ENV, ServeSettings
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(settings: ServeSettings, host: str) -> str:
+    """The start-up line about access; refuses a non-loopback address without keys."""
+    if settings.api_key_file:
+        return f"API keys from {settings.api_key_file}"
+    if not is_loopback(host):
+        raise InputError(
+            f"refusing to listen on {host} without API keys: pass --api-key-file FILE "
+            "(create one with `decisionrag keys add FILE --name NAME`), or bind 127.0.0.1")
+    return "no API keys configured: serving without authentication, on loopback only"
+
+
+def serve(
+    settings: ServeSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    drain_seconds: float = 30.0,
+    log_level: str = "info",
+) -> None:
+    access = check_binding(settings, host)
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    common: dict[str, Any] = {
+        "host": host, "port": port, "log_config": log_config(log_level), "access_log": False,
+        "timeout_graceful_shutdown": drain_seconds, "server_header": False,
+        "lifespan": "on",
+    }
+    names = ", ".join(name for name, _ in settings.trees)
+    print(f"decisionrag serve: trees {names}; judge {settings.judge}; preset {settings.preset}; "
+          f"http://{host}:{port} (docs at /docs); {workers} worker{'s' * (workers > 1)}; {access}",
+          file=sys.stderr, flush=True)
+    if workers > 1:
+        _serve_workers(settings, workers, common)
+        return
+    from ._app import create_app
+
+    app = create_app(settings)
+    server = DrainingServer(uvicorn.Config(app, **common))
+    server.run()
+    if not server.started:
+        raise InputError(f"could not listen on {host}:{port} (see the log above)")
+
+
+def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]) -> None:
+    from ._app import create_app
+
+    create_app(ServeSettings(settings.trees, settings.judge, settings.preset, settings.api_key_file,
+                             settings.limits, settings.reload_seconds, warm=False))  # fail fast, here
+    with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        config = uvicorn.Config("decisionrag._serve._app:app_from_environment", factory=True,
+                                workers=workers, **common)
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server; on SIGTERM/SIGINT the app's /readyz turns 503 while in-flight
+    requests finish (uvicorn stops accepting and waits for them)."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        app = self.config.app
+        state = getattr(app, "state", None)
+        if state is not None:
+            state.draining = True
+        super().handle_exit(sig, frame)

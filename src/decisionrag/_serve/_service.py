@@ -1,0 +1,341 @@
+"""What the HTTP app and the MCP server both do, with no HTTP in it: check a request
+against the limits and the caller's key, run it on the library, shape the answer.
+
+This is a thin shell over the public Navigator / Tree / judge API; it adds only what a
+shared service needs (leases on swappable trees, conversations kept by id, the judge
+gate, deadlines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import (
+    DecisionRAGError,
+    InputError,
+    JudgeError,
+    JudgeUnavailable,
+    NavigationError,
+)
+from .._judges import Judge, load_judge
+from .._navigate import PRESET_NAMES, Hit, Navigator, Result
+from .._navigate._render import PREAMBLE, Entry, binary_request, pack, render_query
+from .._query import Query, Turn
+from .._tree import Node, NodeKind
+from ._auth import Principal
+from ._conversations import ConversationStore
+from ._errors import ServeError, invalid, too_large
+from ._gate import LEDGER, GatedJudge, JudgeGate, Ledger
+from ._metrics import Metrics
+from ._schemas import (
+    HitOut,
+    NodeOut,
+    NodeRef,
+    NodeResponse,
+    RerankRequest,
+    RetrieveRequest,
+    RetrieveResponse,
+    StageOut,
+    TreesResponse,
+    TreeStats,
+    TreeSummary,
+    UsageOut,
+)
+from ._settings import ServeLimits, ServeSettings
+from ._trees import TreeRegistry
+
+LIST_TOKENS = 12  # the list's opening and closing lines around the candidates
+_ROLES = {"user": "user", "assistant": "agent", "agent": "agent"}
+
+
+def navigator_filters() -> bool:
+    """Whether this build's Navigator takes `filters=` (metadata filters, issue #14)."""
+    return "filters" in inspect.signature(Navigator.aretrieve).parameters
+
+
+class Service:
+    def __init__(
+        self,
+        registry: TreeRegistry,
+        judge: Judge,
+        gate: JudgeGate,
+        limits: ServeLimits,
+        metrics: Metrics,
+    ) -> None:
+        self.registry = registry
+        self.judge = judge
+        self.gate = gate
+        self.limits = limits
+        self.metrics = metrics
+        self.conversations = ConversationStore(limits.max_conversations, limits.conversation_ttl)
+        self.filters_supported = navigator_filters()
+
+    # -- retrieve ------------------------------------------------------------------------
+
+    async def retrieve(
+        self, principal: Principal, body: RetrieveRequest, request_id: str
+    ) -> RetrieveResponse:
+        tree_name = body.tree or self.registry.default
+        principal.check(tree_name)
+        self._check_retrieve(body)
+        query, given_history = self._query(body)
+        state = None
+        if body.conversation_id is not None:
+            state = self.conversations.get((principal.name, tree_name, body.conversation_id))
+            if given_history is None:
+                query = Query(query.text, query.context, tuple(state.history[-self.limits.max_messages:]))
+        notepad = tuple(state.notepad) if state is not None else ()
+        self.gate.admit()
+        with self.registry.lease(tree_name) as served:
+            navigator = self._navigator(served.navigator, body.preset)
+            result = await self._deadline(
+                self._walk(navigator, query, body.k, notepad, body.filters), body.timeout)
+        if state is not None:
+            state.history = [*query.history, Turn("user", query.text)]
+            if result.hits:
+                state.remember(result.hits[0].doc_key)
+        return RetrieveResponse(
+            results=[hit_out(hit) for hit in result.hits],
+            usage=UsageOut(**result.usage.to_dict()),
+            trace=[StageOut(**stage) for stage in result.trace.to_list()] if body.trace else None,
+            tree=tree_name,
+            preset=navigator.preset.name,
+            conversation_id=body.conversation_id,
+            seconds=round(result.seconds, 4),
+            request_id=request_id,
+        )
+
+    def _check_retrieve(self, body: RetrieveRequest) -> None:
+        limits = self.limits
+        if body.k > limits.max_k:
+            raise invalid("k", f"{body.k} exceeds this server's maximum of {limits.max_k}")
+        if body.query is not None and len(body.query) > limits.max_query_chars:
+            raise invalid("query", f"{len(body.query):,} characters; at most {limits.max_query_chars:,}")
+        if body.context is not None and len(body.context) > limits.max_query_chars:
+            raise invalid("context", f"{len(body.context):,} characters; at most {limits.max_query_chars:,}")
+        if body.messages is not None:
+            if len(body.messages) > limits.max_messages:
+                raise invalid("messages", f"{len(body.messages)} turns; at most {limits.max_messages}")
+            chars = sum(len(m.content) for m in body.messages)
+            if chars > limits.max_conversation_chars:
+                raise invalid("messages", f"{chars:,} characters in all; at most "
+                              f"{limits.max_conversation_chars:,}")
+        if body.preset is not None and body.preset not in PRESET_NAMES:
+            raise invalid("preset", f"unknown preset {body.preset!r}; one of {', '.join(PRESET_NAMES)}")
+        if body.filters is not None and not self.filters_supported:
+            raise invalid("filters", "this server's decisionrag cannot filter by metadata yet")
+        check_timeout(body.timeout, limits)
+
+    def _query(self, body: RetrieveRequest) -> tuple[Query, tuple[Turn, ...] | None]:
+        """The query, and the history the client sent (None: it sent none)."""
+        turns = tuple(Turn(_ROLES[m.role], m.content) for m in body.messages or ())
+        context = body.context or ""
+        if body.query is not None:
+            if not body.query.strip():
+                raise invalid("query", "is blank")
+            return Query(body.query, context, turns), (turns if body.messages is not None else None)
+        if not turns:
+            raise invalid("query", "give a query, or messages with the user's turn")
+        last_user = max((i for i, turn in enumerate(turns) if turn.role == "user"), default=None)
+        if last_user is None:
+            raise invalid("messages", "no turn has role 'user': there is nothing to retrieve for")
+        return Query(turns[last_user].text, context, turns[:last_user]), turns[:last_user]
+
+    def _navigator(self, make: Any, preset: str | None) -> Navigator:
+        try:
+            navigator: Navigator = make(preset)
+        except NavigationError as exc:
+            raise invalid("preset", str(exc)) from exc
+        return navigator
+
+    async def _walk(
+        self, navigator: Navigator, query: Query, k: int, notepad: Sequence[str], filters: Any
+    ) -> Result:
+        if filters is not None:
+            return await navigator.aretrieve(query, k=k, notepad=notepad, filters=filters)
+        return await navigator.aretrieve(query, k=k, notepad=notepad)
+
+    async def _deadline(self, work: Any, timeout: float | None) -> Any:
+        """Run `work` within the request's deadline; a 504 says what was done by then."""
+        seconds = timeout if timeout is not None else self.limits.default_timeout
+        ledger = Ledger()
+        token = LEDGER.set(ledger)
+        start = time.perf_counter()
+        try:
+            return await asyncio.wait_for(work, seconds)
+        except asyncio.TimeoutError:
+            self.metrics.deadlines.inc()
+            elapsed = time.perf_counter() - start
+            raise ServeError(
+                504, "deadline_exceeded",
+                f"the request's deadline of {seconds:g} s passed before it finished",
+                field="timeout", extra={"done": {**ledger.to_dict(), "seconds": round(elapsed, 3)}},
+            ) from None
+        except ServeError:
+            raise
+        except DecisionRAGError as exc:
+            raise service_error(exc) from exc
+        finally:
+            LEDGER.reset(token)
+
+    # -- rerank --------------------------------------------------------------------------
+
+    async def rerank(self, body: RerankRequest) -> tuple[list[tuple[int, float]], dict[str, Any], list[str]]:
+        """(index, P(yes)) best first, cut to `top_n`; the usage; the document texts."""
+        texts = self._rerank_texts(body)
+        check_timeout(body.timeout, self.limits)
+        self.gate.admit()
+        query_text = render_query(Query(body.query), "qa")
+        entries = [Entry(str(i), text, in_context=True) for i, text in enumerate(texts)]
+        judge = self.judge
+        chunks = pack(
+            entries, judge.count_tokens,
+            overhead=judge.count_tokens(PREAMBLE + query_text) + LIST_TOKENS,
+            max_candidates=judge.limits.max_questions, max_tokens=judge.limits.max_tokens,
+            keep_siblings=False,
+        )
+        requests = [binary_request(query_text, chunk, "passage", "qa") for chunk in chunks]
+
+        async def judge_all() -> list[Any]:
+            return list(await asyncio.gather(*(judge.binary(request) for request in requests)))
+
+        results = await self._deadline(judge_all(), body.timeout)
+        scores: list[float] = []
+        usage = None
+        for result in results:
+            scores.extend(result.probabilities)
+            usage = result.usage if usage is None else usage + result.usage
+        ranked = sorted(enumerate(scores), key=lambda pair: (-pair[1], pair[0]))
+        top_n = body.top_n or len(ranked)
+        return ranked[:top_n], (usage.to_dict() if usage is not None else {}), texts
+
+    def _rerank_texts(self, body: RerankRequest) -> list[str]:
+        limits = self.limits
+        if len(body.query) > limits.max_query_chars:
+            raise invalid("query", f"{len(body.query):,} characters; at most {limits.max_query_chars:,}")
+        if not body.query.strip():
+            raise invalid("query", "is blank")
+        if (body.documents is None) == (body.texts is None):
+            raise invalid("documents", "give either 'documents' (Cohere) or 'texts' (TEI)")
+        field = "documents" if body.documents is not None else "texts"
+        items = body.documents if body.documents is not None else body.texts
+        assert items is not None
+        texts = [item if isinstance(item, str) else item.text for item in items]
+        if not texts:
+            raise invalid(field, "is empty")
+        if len(texts) > limits.max_documents:
+            raise invalid(field, f"{len(texts):,} documents; at most {limits.max_documents:,}")
+        for index, text in enumerate(texts):
+            if len(text) > limits.max_document_chars:
+                raise invalid(f"{field}[{index}]", f"{len(text):,} characters; at most "
+                              f"{limits.max_document_chars:,}")
+        return texts
+
+    # -- trees and nodes -----------------------------------------------------------------
+
+    def trees(self, principal: Principal) -> TreesResponse:
+        summaries = []
+        for name in self.registry.names:
+            if not principal.may_read(name):
+                continue
+            served = self.registry.current(name)
+            counts = served.tree.counts
+            summaries.append(TreeSummary(
+                name=name, documents=counts.get("document", 0), passages=counts.get("passage", 0),
+                generation=served.generation, default=name == self.registry.default))
+        return TreesResponse(trees=summaries)
+
+    def tree_stats(self, principal: Principal, name: str) -> TreeStats:
+        principal.check(name)
+        with self.registry.lease(name) as served:
+            return TreeStats(**served.stats())
+
+    def node(self, principal: Principal, name: str, ref: str, offset: int, limit: int) -> NodeResponse:
+        principal.check(name)
+        if limit > self.limits.max_children:
+            raise invalid("limit", f"{limit} exceeds this server's maximum of {self.limits.max_children}")
+        with self.registry.lease(name) as served:
+            tree = served.tree
+            try:
+                node = tree.node(int(ref)) if ref.isascii() and ref.isdigit() and len(ref) < 19 \
+                    else tree.node(ref)
+            except KeyError:
+                raise ServeError(404, "not_found", f"no node {ref!r} in tree {name!r}", field="id") from None
+            path = tree.path(node.id)
+            children: list[Node] = []
+            if node.kind < NodeKind.PASSAGE:
+                children = tree.children(node.id, limit=offset + limit)[offset:]
+            total = tree.count_children(node.id)
+            doc = tree.node(node.doc) if node.doc is not None else None
+            return NodeResponse(
+                tree=name,
+                node=NodeOut(
+                    id=node.key, kind=node.kind.label, title=node.title, description=node.description,
+                    heading=list(node.heading), text=node.text,
+                    doc_id=doc.key if doc is not None else None,
+                    n_passages=node.n_passages, metadata=dict(node.meta)),
+                path=[node_ref(n) for n in path[:-1]],
+                children=[node_ref(n) for n in children],
+                children_total=total,
+                offset=offset,
+            )
+
+
+def check_timeout(timeout: float | None, limits: ServeLimits) -> None:
+    if timeout is not None and not limits.min_timeout <= timeout <= limits.max_timeout:
+        raise invalid("timeout", f"{timeout:g} s is outside this server's range "
+                      f"[{limits.min_timeout:g}, {limits.max_timeout:g}] s")
+
+
+def build_service(settings: ServeSettings, judge: Judge | None = None) -> Service:
+    """Trees opened, judge loaded (`judge`, else `settings.judge`) behind the gate."""
+    metrics = Metrics()
+    limits = settings.limits
+    gate = JudgeGate(limits.max_judge_requests, limits.max_judge_queue, metrics)
+    gated = GatedJudge(judge if judge is not None else load_judge(settings.judge), gate, metrics)
+    registry = TreeRegistry(settings.trees, gated, settings.preset, metrics,
+                            reload_seconds=settings.reload_seconds, warm=settings.warm)
+    return Service(registry, gated, gate, limits, metrics)
+
+
+def node_ref(node: Node) -> NodeRef:
+    return NodeRef(id=node.key, kind=node.kind.label, title=node.title or node.description or node.key,
+                   n_passages=node.n_passages)
+
+
+def hit_out(hit: Hit) -> HitOut:
+    data = hit.to_dict()
+    metadata = data.get("metadata")
+    if metadata is None:  # hits carry metadata once issue #14 lands; the node's until then
+        metadata = getattr(hit, "metadata", None) or dict(hit.node.meta)
+    return HitOut(
+        id=data["id"], doc_id=data["doc_id"], score=data["score"], binary=data["binary"],
+        choice=data["choice"], path=data["path"], text=data["text"], metadata=metadata,
+    )
+
+
+def service_error(exc: DecisionRAGError) -> ServeError:
+    """A library error as the answer a client gets."""
+    if isinstance(exc, NavigationError):
+        return invalid("preset", str(exc))
+    if isinstance(exc, InputError):
+        field = "filters" if str(exc).startswith("filter") else None
+        return ServeError(422, "invalid_request", str(exc), field=field)
+    if isinstance(exc, JudgeUnavailable):
+        return ServeError(503, "judge_unavailable", f"the judge is unavailable: {exc}",
+                          headers={"Retry-After": "5"})
+    if isinstance(exc, JudgeError):
+        return ServeError(502, "judge_error", f"the judge failed: {exc}")
+    return ServeError(500, "internal_error", str(exc))
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+__all__ = ["Service", "build_service", "too_large"]
