@@ -14,6 +14,7 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
+from _chat_standin import ChatStandIn  # noqa: E402
 from _serve_helpers import CORPUS_B, live_server, write_tree  # noqa: E402
 from _serve_helpers import settings as serve_settings  # noqa: E402
 from decisionrag._serve import ServeLimits  # noqa: E402
@@ -31,7 +32,9 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # deadlines of 5 s at least (in the schema): a scripted walk never takes that long, so a
     # 504 here would be a real failure
     limits = ServeLimits(min_timeout=5.0)
-    with live_server(serve_settings(trees, api_key_file=str(key_file), limits=limits)) as url:
+    with ChatStandIn() as chat, live_server(serve_settings(  # /v1/answer fuzzed too
+            trees, api_key_file=str(key_file), limits=limits, generator="openai-compatible:stand-in",
+            generator_base_url=chat.base_url)) as url:
         yield schemathesis.openapi.from_url(f"{url}/openapi.json")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -55,6 +56,11 @@ def _register_serve(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
                         help="how often tree and key files are checked for replacement (default: 1)")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--generator", metavar="ID",
+                        help="answer model, openai-compatible:MODEL: enables POST /v1/answer "
+                        "(default: $DECISIONRAG_GENERATOR; none: no such endpoint)")
+    parser.add_argument("--generator-base-url", metavar="URL",
+                        help="the answer model's endpoint (default: $OPENAI_BASE_URL, else the OpenAI API)")
     parser.set_defaults(func=_run_serve)
 
 
@@ -77,9 +83,15 @@ def _settings(args: argparse.Namespace) -> Any:
     for name, path in trees:
         if not Path(path).is_file():
             raise InputError(f"{path}: no such tree file (tree {name!r})")
+    generator = getattr(args, "generator", None) or os.environ.get("DECISIONRAG_GENERATOR") or None
+    if generator:
+        from .._answer._generator import generator_model
+
+        generator_model(generator)  # a bad id fails here, before the server starts
     return ServeSettings(trees=trees, judge=args.judge, preset=args.preset,
                          api_key_file=getattr(args, "api_key_file", None), limits=limits,
-                         reload_seconds=getattr(args, "reload_interval", 1.0))
+                         reload_seconds=getattr(args, "reload_interval", 1.0), generator=generator,
+                         generator_base_url=getattr(args, "generator_base_url", None))
 
 
 def _run_serve(args: argparse.Namespace) -> int:

@@ -25,8 +25,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._answer import load_generator
 from .._judges import Judge
 from .._navigate import PRESET_NAMES
+from ._answer import answer_router
 from ._auth import KeyRing, Principal
 from ._errors import ServeError, too_large
 from ._logging import REQUEST_ID
@@ -93,12 +95,16 @@ def create_app(
     keys = KeyRing(settings.api_key_file, settings.reload_seconds)
     service = build_service(settings, judge)
     metrics, registry, gated = service.metrics, service.registry, service.judge
+    generator = load_generator(settings.generator, base_url=settings.generator_base_url) \
+        if settings.generator else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         registry.close()
         await gated.aclose()
+        if generator is not None:
+            await generator.aclose()
         Metrics.worker_exited(os.getpid())
 
     app = FastAPI(
@@ -196,6 +202,8 @@ def create_app(
         """Prometheus metrics (text exposition format)."""
         return Response(metrics.render(), media_type=metrics.content_type)
 
+    if generator is not None:
+        app.include_router(answer_router(service, principal, generator))
     for router in routers:
         app.include_router(router)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import sys
@@ -72,8 +73,7 @@ def serve(
 def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]) -> None:
     from ._app import create_app
 
-    create_app(ServeSettings(settings.trees, settings.judge, settings.preset, settings.api_key_file,
-                             settings.limits, settings.reload_seconds, warm=False))  # fail fast, here
+    create_app(dataclasses.replace(settings, warm=False))  # fail fast, here
     with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         config = uvicorn.Config("decisionrag._serve._app:app_from_environment", factory=True,

@@ -235,31 +235,34 @@ def apply_limits(
     def given(name: str, kind: str) -> dict[str, Any]:
         return {"required": [name], "properties": {name: {"type": kind}}}
 
-    schemas.setdefault("RetrieveRequest", {})["anyOf"] = [
-        given("query", "string"), given("messages", "array")]
     schemas.setdefault("RerankRequest", {})["oneOf"] = [
         {**given("documents", "array"), "not": given("texts", "array")},
         {**given("texts", "array"), "not": given("documents", "array")}]
-    if not filters:
-        prop("RetrieveRequest", "filters").update(
-            {"anyOf": [{"type": "null"}], "description": "metadata filters: not in this build yet"})
-    else:
-        prop("RetrieveRequest", "filters").update({"anyOf": [FILTER_SCHEMA, {"type": "null"}]})
-    for option in prop("RetrieveRequest", "messages").get("anyOf", []):
-        if option.get("type") == "array":
-            option["contains"] = {"type": "object", "properties": {"role": {"const": "user"}},
-                                  "required": ["role"]}
-    prop("RetrieveRequest", "k")["maximum"] = limits.max_k
-    bounded_string(prop("RetrieveRequest", "query"), limits.max_query_chars)
-    bounded_string(prop("RetrieveRequest", "context"), limits.max_query_chars)
-    for option in prop("RetrieveRequest", "messages").get("anyOf", []):
-        if option.get("type") == "array":
-            option["maxItems"] = limits.max_messages
+    # /v1/answer's body is /v1/retrieve's plus how to answer: the same rules
+    for model in ("RetrieveRequest", *(["AnswerRequest"] if "AnswerRequest" in schemas else [])):
+        schemas.setdefault(model, {})["anyOf"] = [
+            given("query", "string"), given("messages", "array")]
+        if not filters:
+            prop(model, "filters").update(
+                {"anyOf": [{"type": "null"}], "description": "metadata filters: not in this build yet"})
+        else:
+            prop(model, "filters").update({"anyOf": [FILTER_SCHEMA, {"type": "null"}]})
+        for option in prop(model, "messages").get("anyOf", []):
+            if option.get("type") == "array":
+                option["contains"] = {"type": "object", "properties": {"role": {"const": "user"}},
+                                      "required": ["role"]}
+        prop(model, "k")["maximum"] = limits.max_k
+        bounded_string(prop(model, "query"), limits.max_query_chars)
+        bounded_string(prop(model, "context"), limits.max_query_chars)
+        for option in prop(model, "messages").get("anyOf", []):
+            if option.get("type") == "array":
+                option["maxItems"] = limits.max_messages
     bounded_string(prop("Message", "content"), limits.max_conversation_chars)
-    for option in prop("RetrieveRequest", "preset").get("anyOf", []):
-        if option.get("type") == "string":
-            option["enum"] = list(presets)
-    for model in ("RetrieveRequest", "RerankRequest"):
+    for model in ("RetrieveRequest", "AnswerRequest"):
+        for option in prop(model, "preset").get("anyOf", []):
+            if option.get("type") == "string":
+                option["enum"] = list(presets)
+    for model in ("RetrieveRequest", "RerankRequest", "AnswerRequest"):
         for option in prop(model, "timeout").get("anyOf", []):
             if option.get("type") == "number":
                 option.pop("exclusiveMinimum", None)

@@ -72,7 +72,8 @@ class ServeLimits:
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
-    """`trees`: (name, path) pairs, the first one the default; `judge`: a judge id."""
+    """`trees`: (name, path) pairs, the first one the default; `judge`: a judge id;
+    `generator`: the answer model id for ``POST /v1/answer`` (None: that endpoint says 501)."""
 
     trees: tuple[tuple[str, str], ...]
     judge: str = "embedded"
@@ -81,6 +82,8 @@ class ServeSettings:
     limits: ServeLimits = field(default_factory=ServeLimits)
     reload_seconds: float = 1.0  # how often tree and key files are checked for replacement
     warm: bool = True
+    generator: str | None = None  # the answer model of POST /v1/answer (openai-compatible:MODEL)
+    generator_base_url: str | None = None
 
     def __post_init__(self) -> None:
         if not self.trees:
