@@ -102,7 +102,7 @@ def main() -> int:
     queries = load_queries(args.data)[: args.limit or None]
     qrels = load_qrels(args.data)
     started = time.perf_counter()
-    judge = load_judge("embedded", cache_dir="")
+    judge = load_judge("embedded")
     load_seconds = time.perf_counter() - started
     print(
         f"ConditionalQA dev: {len(queries)} queries; preset {args.preset}; embedded judge "

@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--top-docs", type=int, default=3)
     parser.add_argument("--cache-dir", default=None, help="embedding cache (default: the judge's)")
     args = parser.parse_args()
-    judge = embedded_judge(cache_dir=args.cache_dir)
+    judge = embedded_judge()
     sets = {name: build_requests(judge, args.data / name, args.top_docs)
             for name in [args.fit, *args.check]}
     fitted = {lead: fit_logistic(*features(sets[args.fit], lead)) for lead in (False, True)}

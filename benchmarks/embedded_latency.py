@@ -64,14 +64,17 @@ async def measure(query: str, candidates: list[Candidate], repeats: int, cold_re
     request = binary_request(query, candidates)
     choice = ChoiceRequest("", "Which passage?", tuple(c.id for c in candidates), query,
                            tuple(candidates))
-    await EmbeddedJudge(encoder, cache_dir="").binary(request)  # warm-up: first inference
-    warm = EmbeddedJudge(encoder, cache_dir=folder)
-    await warm.binary(request)  # fills the disk cache and this judge's LRU
+    await EmbeddedJudge(encoder).binary(request)  # warm-up: first inference
+    warm = EmbeddedJudge(encoder)
+    await warm.binary(request)  # fills this judge's LRU
+    rows = encoder.encode([c.text for c in candidates])
+    stored = binary_request(query, [Candidate(c.id, c.text, vectors=rows[i:i + 1])
+                                    for i, c in enumerate(candidates)])
     return {
         "binary, cold (encode 51 texts)": await timings(
-            lambda: EmbeddedJudge(encoder, cache_dir="").binary(request), cold_repeats),
-        "binary, disk cache (new judge)": await timings(
-            lambda: EmbeddedJudge(encoder, cache_dir=folder).binary(request), repeats),
+            lambda: EmbeddedJudge(encoder).binary(request), cold_repeats),
+        "binary, stored vectors (new judge: encode the query)": await timings(
+            lambda: EmbeddedJudge(encoder).binary(stored), repeats),
         "binary, memory cache": await timings(lambda: warm.binary(request), repeats),
         "choice, memory cache": await timings(lambda: warm.choice(choice), repeats),
     }

@@ -90,6 +90,7 @@ def test_report_shape_and_values(dataset_dir: Path, tmp_path: Path) -> None:
         tree_cache=str(tmp_path / "trees"),
         resamples=500,
         keep_runs=3,
+        price_per_million=0.042,  # one price for every system (default: each judge's own)
     )
     judge = ScriptedJudge()  # word overlap between query and candidate text
     report = evaluate(dataset, settings, judge)
@@ -217,4 +218,26 @@ def test_dense_systems_end_to_end(dataset_dir: Path, tmp_path: Path) -> None:
     assert systems["dense"]["tiny_data_hit@5"] == 1.0
     assert systems["dense+judge"]["tiny_data_hit@1"] == 1.0
     assert systems["decisionrag+dense"]["tokens_per_query"] > 0
-    assert list((tmp_path / "e").glob("*.npy"))  # embeddings cached on disk
+    # passage embeddings are stored with the dataset's tree (TREE.vectors/), not re-made per run
+    assert list((tmp_path / "t").glob("*.tree.vectors/*.npy"))
+
+
+def test_cost_is_each_judges_own_and_a_cached_rerun_costs_nothing(
+    dataset_dir: Path, tmp_path: Path
+) -> None:
+    from decisionrag._judges._cache import CachedJudge
+
+    def run(judge: ScriptedJudge | CachedJudge) -> dict[str, float]:
+        settings = EvalSettings(systems=["decisionrag"], tree_cache=str(tmp_path / "trees"),
+                                resamples=10)
+        return evaluate(load_dataset(dataset_dir), settings, judge)["systems"]["decisionrag"]
+
+    free = run(ScriptedJudge())
+    assert free["tokens_per_query"] > 0 and free["cents_per_query"] == 0.0  # no price set
+    priced = ScriptedJudge()
+    priced.price_per_million_input = 1.0
+    first = run(CachedJudge(priced, tmp_path / "judgments"))
+    assert first["cents_per_query"] == pytest.approx(first["tokens_per_query"] * 1e-4)
+    again = run(CachedJudge(ScriptedJudge(), tmp_path / "judgments"))
+    assert again["requests_per_query"] == 0 and again["tokens_per_query"] == 0
+    assert again["cents_per_query"] == 0.0

@@ -15,7 +15,7 @@ pytest.importorskip("sentence_transformers")
 from decisionrag._embed import Encoder, load_encoder
 from decisionrag._errors import JudgeConfigError, JudgeRequestError
 from decisionrag._judges._base import BinaryRequest, Candidate, ChoiceRequest
-from decisionrag._judges._embedded import EmbeddedJudge, leads, text_digest
+from decisionrag._judges._embedded import EmbeddedJudge, leads
 from decisionrag._judges._registry import load_judge
 
 QUERY = "How do I renew my passport when I live abroad?"
@@ -61,7 +61,7 @@ def _binary(candidates: Sequence[Candidate]) -> BinaryRequest:
 
 
 def test_relevant_candidate_gets_highest_p_yes(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     candidates = (*WEAK, BEST, RELATED)
     result = judge.binary_sync(_binary(candidates))
     p = dict(zip((c.id for c in candidates), result.probabilities, strict=True))
@@ -72,7 +72,7 @@ def test_relevant_candidate_gets_highest_p_yes(counting: CountingEncoder) -> Non
 
 
 def test_p_yes_is_formed_in_view_of_the_other_candidates(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     without_best = judge.binary_sync(_binary((*WEAK, RELATED))).probabilities[-1]
     with_best = judge.binary_sync(_binary((*WEAK, RELATED, BEST))).probabilities[-2]
     assert with_best < without_best - 0.05
@@ -84,7 +84,7 @@ def test_leads_are_margins_to_the_best_other() -> None:
 
 
 def test_choice_is_a_distribution_favouring_the_relevant(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     candidates = (*WEAK, BEST, RELATED)
     request = ChoiceRequest("ctx", "Which passage?", tuple(f"Passage {i}" for i in range(5)),
                             QUERY, candidates)
@@ -94,7 +94,7 @@ def test_choice_is_a_distribution_favouring_the_relevant(counting: CountingEncod
 
 
 def test_choice_over_too_many_options_raises(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     candidates = tuple(Candidate(str(i), f"text {i}") for i in range(256))
     request = ChoiceRequest("ctx", "Which?", tuple(c.id for c in candidates), QUERY, candidates)
     with pytest.raises(JudgeRequestError, match="256 options"):
@@ -103,13 +103,13 @@ def test_choice_over_too_many_options_raises(counting: CountingEncoder) -> None:
 
 
 def test_request_without_candidates_is_a_clear_error(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     with pytest.raises(JudgeRequestError, match="candidate texts"):
         judge.binary_sync(BinaryRequest("context", ("Is page 1 relevant?",), QUERY))
 
 
 def test_memory_cache_avoids_re_encoding(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     first = judge.binary_sync(_binary((*WEAK, BEST)))
     assert counting.texts == 5
     again = judge.binary_sync(_binary((*WEAK, BEST)))
@@ -119,31 +119,18 @@ def test_memory_cache_avoids_re_encoding(counting: CountingEncoder) -> None:
     assert counting.batches[-1] == [RELATED.text]
 
 
-def test_disk_cache_survives_a_new_judge(counting: CountingEncoder, encoder: Encoder,
-                                         tmp_path: Path) -> None:
-    first = EmbeddedJudge(counting, cache_dir=tmp_path)
-    expected = first.binary_sync(_binary((*WEAK, BEST))).probabilities
-    assert len(list(tmp_path.rglob("*.f32"))) == 5
-    assert not list(tmp_path.rglob("*.tmp"))
-    fresh = CountingEncoder(encoder)
-    second = EmbeddedJudge(fresh, cache_dir=tmp_path)
-    assert second.binary_sync(_binary((*WEAK, BEST))).probabilities == pytest.approx(expected)
-    assert fresh.batches == [] and second.stats.disk_hits == 5
-
-
-def test_corrupt_cache_file_is_re_encoded(counting: CountingEncoder, tmp_path: Path) -> None:
-    judge = EmbeddedJudge(counting, cache_dir=tmp_path)
-    digest = text_digest(judge.model_name, BEST.text)
-    path = tmp_path / digest[:2] / f"{digest}.f32"
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"\x00" * 10)
-    judge.embed([BEST.text])
-    assert counting.batches == [[BEST.text]]
-    assert path.stat().st_size == judge.cache.dim * 4
+def test_there_is_no_disk_cache_of_candidate_vectors(counting: CountingEncoder,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # candidate vectors are stored with the tree now (tests/test_vectors.py); texts embedded
+    # for candidates without them stay in memory
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path))
+    judge = EmbeddedJudge(counting)
+    judge.binary_sync(_binary((*WEAK, BEST)))
+    assert list(tmp_path.rglob("*")) == []
 
 
 async def test_encoding_does_not_block_the_event_loop(counting: CountingEncoder) -> None:
-    judge = EmbeddedJudge(counting, cache_dir="")
+    judge = EmbeddedJudge(counting)
     candidates = tuple(Candidate(str(i), f"{WEAK[i % 3].text} Variant number {i}.")
                        for i in range(64))
     ticks = 0
@@ -163,7 +150,7 @@ async def test_encoding_does_not_block_the_event_loop(counting: CountingEncoder)
 def test_works_under_the_no_network_guard(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="loopback"), socket.create_connection(("10.1.2.3", 80)):
         pass
-    judge = load_judge("embedded", cache_dir=str(tmp_path))
+    judge = load_judge("embedded")
     assert isinstance(judge, EmbeddedJudge) and judge.name == "embedded"
     assert judge.limits.max_options == 255 and judge.limits.max_tokens is None
     assert judge.binary_sync(_binary((*WEAK, BEST))).probabilities[-1] > 0.5
@@ -171,4 +158,4 @@ def test_works_under_the_no_network_guard(tmp_path: Path) -> None:
 
 def test_unknown_option_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(JudgeConfigError, match="concurrency"):
-        load_judge("embedded", cache_dir=str(tmp_path), concurrency=8)
+        load_judge("embedded", concurrency=8)

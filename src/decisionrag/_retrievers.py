@@ -17,13 +17,9 @@ import numpy as np
 
 from ._errors import missing_extra
 from ._tree import Tree
+from ._tree._vectors import passage_text
 
-
-def passage_text(title: str, heading: Sequence[str], text: str) -> str:
-    """What a flat retriever indexes: title, heading path (without a repeated title), text."""
-    path = [h for h in heading if h and h != title]
-    parts = [title.strip(), " > ".join(path), text]
-    return "\n".join(p for p in parts if p)
+IN_MEMORY_BYTES = 512 << 20  # stored passage vectors up to this size are held as float32
 
 
 def tree_passages(tree: Tree) -> tuple[list[str], list[str]]:
@@ -106,7 +102,9 @@ def _bm25_modules() -> tuple[Any, Any]:
 
 
 class DenseRetriever:
-    """Exact inner-product search over L2-normalised sentence embeddings (cached on disk)."""
+    """Exact inner-product search over L2-normalised sentence embeddings: the vectors stored
+    with the tree (``TREE.vectors/``) when it has them for this model and precision, else
+    passages embedded now (cached on disk by content)."""
 
     name = "dense"
 
@@ -118,15 +116,36 @@ class DenseRetriever:
         model: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         progress: bool = False,
+        stored: Any = None,
+        ids: Sequence[int] | None = None,
     ) -> None:
         from ._embed import load_encoder
 
         self.keys = list(keys)
         self.encoder = load_encoder(model)
-        self.vectors = self._cached_vectors(texts, cache_dir, progress)
+        self.stored = stored
+        self._ids = np.asarray(ids if ids is not None else [], dtype=np.int64)
+        if stored is not None:
+            in_memory = len(self.keys) * stored.dim * 4 <= IN_MEMORY_BYTES
+            self.vectors = stored.take(self._ids) if in_memory else None
+        else:
+            self.vectors = self._cached_vectors(texts, cache_dir, progress)
 
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> DenseRetriever:
+        """Over the tree's stored vectors when they match the encoder; a tree with vectors of
+        another model or precision is refused (VectorsError)."""
+        from ._embed import load_encoder
+        from ._tree._vectors import available_sets, open_vectors
+
+        if available_sets(tree.file):
+            encoder = load_encoder(options.get("model"))
+            stored = open_vectors(tree, model=encoder.name, precision=encoder.precision)
+            ids, keys = [], []
+            for node in tree.iter_passages():
+                ids.append(node.id)
+                keys.append(node.key)
+            return cls(keys, (), model=options.get("model"), stored=stored, ids=ids)
         keys, texts = tree_passages(tree)
         return cls(keys, texts, **options)
 
@@ -140,9 +159,56 @@ class DenseRetriever:
             lambda: self.encoder.encode(list(texts), progress=progress),
             folder=cache_dir, dim=self.encoder.dim)
 
+    def query_vector(self, query_text: str) -> np.ndarray:
+        return self.encoder.encode([query_text])[0]
+
     def scores(self, query_text: str) -> np.ndarray:
-        query = self.encoder.encode([query_text])[0]
-        return self.vectors @ query
+        query = self.query_vector(query_text)
+        if self.vectors is not None:
+            return np.asarray(self.vectors @ query, dtype=np.float32)
+        return self.stored.scan(query)[self._ids]
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
         return top_k(self.scores(query_text), self.keys, k)
+
+
+# -- hybrid --------------------------------------------------------------------------------
+
+RRF_K = 60
+
+
+class HybridRetriever:
+    """Reciprocal-rank fusion of BM25 and dense (k = 60): each passage scores
+    sum over the two rankings of 1 / (60 + rank), over each one's top `depth`."""
+
+    name = "hybrid"
+
+    def __init__(self, bm25: BM25Retriever, dense: DenseRetriever, depth: int = 1000) -> None:
+        self.bm25, self.dense, self.depth = bm25, dense, depth
+
+    @classmethod
+    def from_tree(cls, tree: Tree, **options: Any) -> HybridRetriever | DenseRetriever:
+        """Both retrievers over `tree`; dense alone when bm25s (the eval extra) is missing."""
+        from ._errors import MissingDependency
+
+        dense = DenseRetriever.from_tree(tree, **options)
+        try:
+            return cls(BM25Retriever.from_tree(tree), dense)
+        except MissingDependency:
+            return dense
+
+    def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
+        depth = max(k, self.depth)
+        return rrf([self.bm25.retrieve(query_text, depth), self.dense.retrieve(query_text, depth)], k)
+
+
+def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: int,
+        constant: int = RRF_K) -> list[tuple[str, float]]:
+    """Fuse rankings by reciprocal rank; ties broken by first appearance."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, (key, _score) in enumerate(ranking, 1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (constant + rank)
+    order = sorted(fused.items(), key=lambda item: -item[1])
+    return order[:k]
+

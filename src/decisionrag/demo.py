@@ -36,20 +36,32 @@ def write_topics(folder: Path) -> int:
 
 
 def ensure_tree(out: Path) -> Path:
-    """Build the demo tree once; later runs reuse it."""
+    """Build the demo tree (and its vectors) once; later runs reuse it."""
     from ._app import build_tree
+    from ._build import BuildReport
+    from ._build._vectors import store_vectors
+    from ._tree._vectors import available_sets
 
     tree = out / "pydoc.tree"
     if tree.is_file():
         print(f"Using the tree built earlier: {tree}")
-        return tree
-    topics = out / "topics"
-    count = write_topics(topics)
-    started = time.perf_counter()
-    report = build_tree([topics], tree, format="text")
-    counts = report.counts
-    print(f"Built {tree} from {count} Python help topics in {time.perf_counter() - started:.1f} s: "
-          f"{counts.get('document', 0)} pages, {counts.get('passage', 0)} passages")
+    else:
+        topics = out / "topics"
+        count = write_topics(topics)
+        started = time.perf_counter()
+        report = build_tree([topics], tree, format="text")
+        counts = report.counts
+        print(f"Built {tree} from {count} Python help topics in "
+              f"{time.perf_counter() - started:.1f} s: {counts.get('document', 0)} pages, "
+              f"{counts.get('passage', 0)} passages")
+    if not available_sets(tree):
+        report = BuildReport(path=tree)
+        store_vectors(report, required=False)
+        if report.vectors is not None:
+            print(f"Stored the node vectors in {report.vectors.seconds:.1f} s "
+                  f"({report.vectors.passages} passages)")
+        elif report.vectors_note:
+            print(f"Note: {report.vectors_note}")
     return tree
 
 

@@ -18,20 +18,23 @@ from .._query import Query
 from .._sync import run_sync
 from .._tree import Tree
 
-HYBRID_KINDS = ("bm25", "dense")
+HYBRID_KINDS = ("bm25", "dense", "hybrid")
 
 
 def load_retriever(tree: Tree, kind: str | None, **options: Any) -> Retriever | None:
-    """The flat retriever named `kind` ("bm25" or "dense") over `tree`'s passages, or None."""
+    """The flat retriever named `kind` ("bm25", "dense" or "hybrid": both fused by
+    reciprocal rank) over `tree`'s passages, or None."""
     if kind is None:
         return None
-    from .._retrievers import BM25Retriever, DenseRetriever
+    from .._retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
     if kind == "bm25":
         return BM25Retriever.from_tree(tree, **options)
     if kind == "dense":
         return DenseRetriever.from_tree(tree, **options)
-    raise InputError(f"unknown hybrid retriever {kind!r}: use 'bm25' or 'dense'")
+    if kind == "hybrid":
+        return HybridRetriever.from_tree(tree, **options)
+    raise InputError(f"unknown hybrid retriever {kind!r}: use 'bm25', 'dense' or 'hybrid'")
 
 
 def open_navigator(
@@ -46,8 +49,9 @@ def open_navigator(
 ) -> Navigator:
     """A ready `Navigator`: `tree` (an open `Tree` or a tree file, opened read-only), `judge`
     (a `Judge` or a judge id, loaded with `judge_options`), `preset` (a name or a `Preset`)
-    with `overrides` applied (None values ignored), and a hybrid retriever (`hybrid`: "bm25"
-    or "dense", or an explicit `retriever`).
+    with `overrides` applied (None values ignored), and a hybrid retriever (`hybrid`: "bm25",
+    "dense" or "hybrid", or an explicit `retriever`; by default the one the preset's
+    `candidates` names: `auto` picks "hybrid" for trees that store vectors).
 
     A navigator is meant to be kept: it caches the tree's rendered entries, so a service
     opens one per (tree, judge, preset) and asks it many questions. Release it with
@@ -59,7 +63,7 @@ def open_navigator(
         given = {name: value for name, value in (overrides or {}).items() if value is not None}
         chosen = chosen.with_overrides(**given)
         return Navigator(opened, active, chosen,
-                         retriever=retriever or load_retriever(opened, hybrid))
+                         retriever=retriever or load_retriever(opened, hybrid or chosen.candidates))
     except BaseException:
         if opened is not tree:
             opened.close()

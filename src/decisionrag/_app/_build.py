@@ -14,6 +14,7 @@ from typing import Any
 from .._build import BuildReport, Reader
 from .._build import build_tree as write_tree
 from .._build import read_documents as _read_documents
+from .._build._vectors import embed_tree, store_vectors
 from .._tree import DocumentSpec, TreeWriter
 
 OnSkip = Callable[[str, str], None]  # (file, reason)
@@ -23,7 +24,8 @@ def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
     cluster: int | str | None = None, cluster_model: str | None = None,
     cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
-    reader: Reader | None = None, force: bool = False,
+    reader: Reader | None = None, force: bool = False, vectors: bool | str = False,
+    vectors_model: str | None = None, vectors_precision: str | None = None,
 ) -> BuildReport:
     """Build a tree file at `out` from files and folders (see `decisionrag._build`).
 
@@ -32,12 +34,30 @@ def build_tree(
     (branching, seed, describer, cache, encode, ...). The clustering report is kept in
     `BuildReport.cluster`. `reader` replaces how planned sources become documents (a build
     engine, e.g. Ray); documents must come in plan order. `force`: replace a file at `out`
-    that is not a tree (never a source, a folder or a device)."""
+    that is not a tree (never a source, a folder or a device).
+
+    `vectors`: store node vectors beside the tree (``TREE.vectors/``, see
+    `decisionrag._build._vectors`): True, False, or ``"auto"`` (when the ``embedded`` extra
+    is installed; otherwise `BuildReport.vectors_note` says why there are none). Their time
+    is `BuildReport.vectors.seconds`, apart from `BuildReport.seconds`."""
     finish = None
     if cluster is not None:
         finish = _cluster_step(cluster, cluster_model, dict(cluster_options or {}))
-    return write_tree(sources, out, format=format, progress=progress, reader=reader,
-                      finish=finish, force=force)
+    report = write_tree(sources, out, format=format, progress=progress, reader=reader,
+                        finish=finish, force=force)
+    if vectors:
+        store_vectors(report, required=vectors is True, model=vectors_model,
+                      precision=vectors_precision, progress=progress)
+    return report
+
+
+def refresh_vectors(tree: str | os.PathLike[str], *, progress: bool = False) -> list[Any]:
+    """Bring every vector set stored beside `tree` in step with it (after `add`, `rebalance`):
+    only passages whose text is new are encoded. Returns their reports."""
+    from .._tree._vectors import available_sets
+
+    return [embed_tree(tree, model=stored.model, precision=stored.precision, progress=progress)
+            for stored in available_sets(tree)]
 
 
 def _cluster_step(n_groups: int | str, model: str | None,

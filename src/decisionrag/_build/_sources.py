@@ -71,10 +71,25 @@ def _walk(folder: Path) -> Iterator[Path]:
             yield Path(entry.path)
 
 
+def _benchmark_corpora(sources: Sequence[str | Path]) -> list[str | Path]:
+    """A benchmark folder (corpus.jsonl beside queries.jsonl or qrels.tsv) stands for its
+    corpus: its queries and judgments are not documents."""
+    found: list[str | Path] = []
+    for source in sources:
+        folder = Path(source)
+        if folder.is_dir() and (folder / "corpus.jsonl").is_file() and (
+                (folder / "queries.jsonl").is_file() or (folder / "qrels.tsv").is_file()):
+            found.append(folder / "corpus.jsonl")
+        else:
+            found.append(source)
+    return found
+
+
 def _plan(sources: Sequence[str | Path], fmt: str) -> tuple[list[_Source], int]:
     """The files to read, with their formats, groups and keys; and how many were ignored."""
     planned: list[_Source] = []
     ignored = 0
+    sources = _benchmark_corpora(sources)
     folders = [Path(s) for s in sources if Path(s).is_dir()]
     for source in map(Path, sources):
         if source.is_file():

@@ -33,6 +33,8 @@ class BuildReport:
     seconds: float = 0.0
     cluster: Any = None  # the ClusterReport when the build clustered its documents
     split: int = 0  # long documents without headings written as parts (see split_headingless)
+    vectors: Any = None  # the VectorsReport when node vectors were stored with the tree
+    vectors_note: str | None = None  # why no vectors were stored, when they were wanted
 
     def summary(self) -> str:
         counts = self.counts

@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="when a judge request still fails after its retries: go on without "
                         "its candidates and flag the result (degrade, the presets' default) or "
                         "stop with an error naming the stage (fail)")
-    parser.add_argument("--hybrid", choices=("bm25", "dense"),
+    parser.add_argument("--hybrid", choices=("bm25", "dense", "hybrid"),
                         help="add this retriever's top passages to the passage stage (hybrid "
                         "candidates; the dense index is built once per tree and cached on disk)")
     parser.add_argument("--hybrid-k", type=int, metavar="N",

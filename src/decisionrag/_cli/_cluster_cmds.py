@@ -102,7 +102,17 @@ def _run_add(args: argparse.Namespace) -> int:
         raise InputError(f"no documents found in {', '.join(args.sources)}; {args.tree} unchanged")
     if not args.quiet:
         print(report.summary())
+    _refresh_vectors(args.tree, args.quiet)
     return 0
+
+
+def _refresh_vectors(tree: str, quiet: bool) -> None:
+    """Bring every vector set stored beside `tree` in step with it (new passages encoded)."""
+    from .._app._build import refresh_vectors
+
+    for report in refresh_vectors(tree, progress=not quiet):
+        if not quiet:
+            print(report.summary())
 
 
 # -- rebalance -----------------------------------------------------------------------------
@@ -135,4 +145,5 @@ def _run_rebalance(args: argparse.Namespace) -> int:
                        progress=not args.quiet)
     if not args.quiet:
         print(report.summary())
+    _refresh_vectors(args.tree, args.quiet)
     return 0

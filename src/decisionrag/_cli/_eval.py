@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "eval",
         help="evaluate retrieval systems on a labelled dataset",
-        description="Run systems (decisionrag, decisionrag+dense, flat, dense+judge, bm25, dense) "
+        description="Run systems (decisionrag, decisionrag+dense, flat, dense+judge, bm25, dense, "
+        "hybrid) "
         "on a dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv[, qrels_docs.tsv]), a BEIR "
         "folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or a .tree file with --queries and "
         "--qrels, add runs of other retrievers with --run, and print metrics with paired 95%% "
@@ -64,7 +65,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--ks", default="1,5,10", help="cut-offs for Hit@k and page Hit@k (default 1,5,10)")
     parser.add_argument("--recall-ks", default=None, help="cut-offs for Recall@k (default: --ks)")
     parser.add_argument(
-        "--price", type=float, default=None, help="USD per million input tokens (default Jev 0.042)"
+        "--price", type=float, default=None,
+        help="USD per million input tokens for every system (default: each judge's own "
+        "price, e.g. hosted Jev 0.042; the embedded judge is free; cached "
+        "judgments cost nothing)"
     )
     parser.add_argument(
         "--cache-dir", default=None,
@@ -110,7 +114,7 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 def run_eval(args: argparse.Namespace) -> int:
     from .._eval import EvalSettings, MetricSpec, parse_systems
     from .._eval._report import write_report
-    from .._eval._runner import JEV_PRICE_PER_MILLION, run_evaluation, write_runs
+    from .._eval._runner import run_evaluation, write_runs
     from .._eval._runs import parse_run_spec, read_run
     from .._eval._sources import open_dataset
 
@@ -137,7 +141,7 @@ def run_eval(args: argparse.Namespace) -> int:
         spec=MetricSpec(ks, recall_ks),
         dedup_text=args.dedup_text,
         dedup_lowercase=args.dedup_lowercase,
-        price_per_million=JEV_PRICE_PER_MILLION if args.price is None else args.price,
+        price_per_million=args.price,
         tree_cache=args.cache_dir,
         embed_model=args.embed_model,
         keep_runs=args.keep_runs,
@@ -177,7 +181,7 @@ def _answer_client(args: argparse.Namespace) -> Any:
 
 
 def _judge(judge_id: str, systems: list[str]) -> Any:
-    if all(name in ("bm25", "dense") for name in systems):
+    if all(name in ("bm25", "dense", "hybrid") for name in systems):
         return None
     from .._judges import load_judge
 
@@ -235,7 +239,7 @@ def format_report(report: dict[str, Any]) -> str:
     rows = [["", *systems]]
     rows.extend([metric, *(_metric_cell(report, name, metric) for name in systems)] for metric in metrics)
     rows.extend(
-        [label, *(_plain(systems[name].get(key), key) for name in systems)] for key, label in _COST_COLUMNS
+        [label, *(_cost_cell(systems[name], key) for name in systems)] for key, label in _COST_COLUMNS
     )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -272,6 +276,12 @@ def _pct(value: float | None) -> str:
 
 def _signed(value: float) -> str:
     return f"{100 * value:+.1f}"
+
+
+def _cost_cell(values: dict[str, Any], key: str) -> str:
+    """A cost column's cell; token counts that were estimated get a leading "~"."""
+    cell = _plain(values.get(key), key)
+    return f"~{cell}" if key == "tokens_per_query" and values.get("tokens_estimated") else cell
 
 
 def _plain(value: float | None, key: str) -> str:

@@ -19,6 +19,7 @@ _KIND_LABELS = {NodeKind.ROOT: "root", NodeKind.GROUP: "group", NodeKind.DOCUMEN
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _register_build(subparsers)
+    _register_vectors(subparsers)
     _register_tree(subparsers)
     _register_stats(subparsers)
 
@@ -75,6 +76,11 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--cluster-seed", type=int, default=0, metavar="N",
                         help="random seed of the clustering (default 0: the same input gives the "
                         "same groups)")
+    parser.add_argument("--no-vectors", action="store_true",
+                        help="do not store node vectors beside the tree (TREE.vectors/); by "
+                        "default they are embedded when decisionrag[embedded] is installed: the "
+                        "embedded judge, dense search and hybrid candidates read them")
+    add_vector_arguments(parser)
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar and no summary line (warnings are still printed)")
     add_describe_arguments(parser)
@@ -104,6 +110,38 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 _SKIPS_LISTED = 20  # skipped files named one per line; the warning counts them all
 
 
+def add_vector_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vectors-model", metavar="NAME",
+                        help="sentence-embedding model of the stored vectors (default: the "
+                        "bundled all-MiniLM-L6-v2; judges must use the same)")
+    parser.add_argument("--vectors-precision", choices=("auto", "float32", "bfloat16"),
+                        help="encoder precision (default auto: bfloat16 where the hardware has "
+                        "it); the vectors are filed under it and judges must match")
+
+
+def _register_vectors(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "vectors", help="embed a tree's nodes and store the vectors beside it",
+        description="Embed every passage of a tree (pages and groups get the mean of what is "
+        "below them) and store the vectors in TREE.vectors/, keyed by model and precision, "
+        "written atomically. Passages whose text is unchanged since the last run are not "
+        "encoded again.")
+    parser.add_argument("tree", metavar="TREE", help="the tree file")
+    add_vector_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    parser.set_defaults(func=_run_vectors)
+
+
+def _run_vectors(args: argparse.Namespace) -> int:
+    from .._app._build import embed_tree
+
+    report = embed_tree(args.tree, model=args.vectors_model, precision=args.vectors_precision,
+                        progress=not args.quiet)
+    if not args.quiet:
+        print(report.summary())
+    return 0
+
+
 def _run_build(args: argparse.Namespace) -> int:
     from .._app import build_tree
 
@@ -113,7 +151,12 @@ def _run_build(args: argparse.Namespace) -> int:
     if args.cluster is not None:
         options = {"branching": args.cluster_branching, "seed": args.cluster_seed,
                    "describer": describer_from_args(args), "cache": args.cache_dir}
+    explicit = bool(args.vectors_model or args.vectors_precision)
+    if explicit and args.no_vectors:
+        raise InputError("--vectors-model/--vectors-precision contradict --no-vectors")
+    vectors: bool | str = False if args.no_vectors else (True if explicit else "auto")
     if args.engine == "ray":
+        from .._app._build import store_vectors
         from .._scale import RayOptions, build_on_ray
 
         ray_options = RayOptions(address=args.address, workers=args.ray_workers,
@@ -123,21 +166,30 @@ def _run_build(args: argparse.Namespace) -> int:
                               cluster=args.cluster, cluster_model=args.cluster_model,
                               cluster_options=options, progress=not args.quiet,
                               force=args.force)
+        if vectors:
+            store_vectors(report, required=vectors is True, model=args.vectors_model,
+                          precision=args.vectors_precision, progress=not args.quiet)
     else:
         if args.address or args.ray_workers or args.precision:
             raise InputError("--address, --ray-workers and --precision go with --engine ray")
         report = build_tree(args.sources, args.out, format=args.format, cluster=args.cluster,
                             cluster_model=args.cluster_model, cluster_options=options,
-                            progress=not args.quiet, force=args.force)
+                            progress=not args.quiet, force=args.force, vectors=vectors,
+                            vectors_model=args.vectors_model,
+                            vectors_precision=args.vectors_precision)
     for file, reason in report.skipped[:_SKIPS_LISTED]:
         print(f"decisionrag: skipped {file}: {reason}", file=sys.stderr)
     warning = report.warning()
     if warning:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
+    if report.vectors_note:
+        print(f"decisionrag: note: {report.vectors_note}", file=sys.stderr)
     if not args.quiet:
         print(report.summary())
         if report.cluster is not None:
             print(report.cluster.summary())
+        if report.vectors is not None:
+            print(report.vectors.summary())
     return 0
 
 

@@ -306,12 +306,16 @@ def read_corpus(path: Path) -> Iterator[CorpusPassage]:
 def ensure_tree(
     dataset: Dataset, cache_dir: str | os.PathLike[str] | None = None, *, progress: bool = False
 ) -> Path:
-    """The tree file of the dataset's corpus, built on first use and reused afterwards."""
-    target = dataset.tree_path(cache_dir)
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    from .._build import build_tree
+    """The tree file of the dataset's corpus, built on first use and reused afterwards; its
+    node vectors are stored with it when the embedded extra is installed."""
+    from .._build import BuildReport, build_tree
+    from .._build._vectors import store_vectors
+    from .._tree._vectors import available_sets
 
-    build_tree([dataset.corpus_path], target, format="jsonl", progress=progress)
+    target = dataset.tree_path(cache_dir)
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        build_tree([dataset.corpus_path], target, format="jsonl", progress=progress)
+    if not available_sets(target):
+        store_vectors(BuildReport(path=target), required=False, progress=progress)
     return target

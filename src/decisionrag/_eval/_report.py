@@ -124,7 +124,7 @@ def latency_table(report: Report) -> list[list[str]]:
 
 
 def cost_table(report: Report) -> list[list[str]]:
-    price = report.get("settings", {}).get("price_per_million", 0.0)
+    price = report.get("settings", {}).get("price_per_million") or 0.0  # None: judges' own
     rows = [["system", "tokens/q (mean)", "p50", "p90", "requests/q", "¢/q"]]
     for name, cost in _measured(report).items():
         tokens = np.array(list(cost.get("tokens", {}).values()) or [0.0])

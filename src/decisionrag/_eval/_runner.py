@@ -49,7 +49,8 @@ class EvalSettings:
     spec: MetricSpec = field(default_factory=MetricSpec)
     dedup_text: bool = False
     dedup_lowercase: bool = False
-    price_per_million: float = JEV_PRICE_PER_MILLION
+    # USD per million input tokens for every system; None: each judge's own cost (its usage)
+    price_per_million: float | None = None
     tree_cache: str | None = None
     embed_model: str | None = None
     embed_cache: str | None = None
@@ -333,19 +334,28 @@ def per_query_cost(run: SystemRun) -> dict[str, dict[str, float]]:
     }
 
 
-def cost_and_latency(run: SystemRun, price_per_million: float) -> dict[str, float]:
+def cost_and_latency(run: SystemRun, price_per_million: float | None) -> dict[str, Any]:
+    """Latency percentiles, tokens and requests per query, and the cost: at
+    `price_per_million` when given, else what the judge itself reported (a cached judgment
+    costs nothing; a judge without a price costs 0). `tokens_estimated` says whether any
+    token count was an estimate rather than the judge's own count."""
     if not run.seconds:  # a run read from a file: nothing was measured
         return {}
     seconds = np.array(list(run.seconds.values()))
     usages = [r.usage for r in run.retrievals.values() if r.usage is not None]
     n = max(len(run.retrievals), 1)
     tokens = sum(u.input_tokens for u in usages)
+    if price_per_million is not None:
+        cents = (cost_usd(tokens / n, price_per_million) or 0.0) * 100
+    else:
+        cents = sum(u.cost_usd or 0.0 for u in usages) / n * 100
     return {
         "latency_p50": float(np.percentile(seconds, 50)),
         "latency_p90": float(np.percentile(seconds, 90)),
         "tokens_per_query": tokens / n,
         "requests_per_query": sum(u.requests for u in usages) / n,
-        "cents_per_query": (cost_usd(tokens / n, price_per_million) or 0.0) * 100,
+        "cents_per_query": cents,
+        "tokens_estimated": any(u.estimated for u in usages),
     }
 
 
@@ -391,6 +401,15 @@ def pruning_recall(run: SystemRun, dataset: Dataset, tree: Tree) -> dict[str, di
         gold = dataset.gold_docs(query_id)
         if not gold:
             continue
+        pages_kept: list[str] = []
+        recovered: list[str] = []
         for index, (stage, keys) in enumerate(retrieval.stages):
             kept.setdefault(f"{index}:{stage}", []).append(pages.survives(keys, gold))
+            if stage.startswith("page"):
+                pages_kept = list(keys)
+            elif stage == "recovery":
+                recovered = list(keys)
+        if pages_kept:  # what the passage stage opens: the kept pages and the recovered ones
+            kept.setdefault("pages after recovery", []).append(
+                pages.survives([*pages_kept, *recovered], gold))
     return {stage: {"survived": sum(v) / len(v), "queries": len(v)} for stage, v in kept.items()}

@@ -15,11 +15,11 @@ from typing import Any, Protocol
 from .._errors import InputError
 from .._judges import Judge, Usage
 from .._navigate import Retriever
-from .._retrievers import BM25Retriever, DenseRetriever
+from .._retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from .._tree import Tree
 from ._data import EvalQuery
 
-SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense")
+SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense", "hybrid")
 RERANK_DEPTH = 100  # dense candidates the judge reranks (paper §6.5)
 
 
@@ -138,6 +138,9 @@ class SystemFactory:
             )
         return self._dense
 
+    def hybrid(self) -> HybridRetriever:
+        return HybridRetriever(self.bm25(), self.dense())
+
     def bm25(self) -> BM25Retriever:
         if self._bm25 is None:
             self._bm25 = BM25Retriever.from_tree(self.tree)
@@ -147,6 +150,7 @@ class SystemFactory:
         builders: dict[str, Callable[[], System]] = {
             "bm25": lambda: FlatSystem(name, self.bm25()),
             "dense": lambda: FlatSystem(name, self.dense()),
+            "hybrid": lambda: FlatSystem(name, self.hybrid()),
             "flat": lambda: NavigatorSystem(name, self._navigator("flat")),
             "decisionrag": lambda: NavigatorSystem(name, self._navigator(self.preset)),
             "decisionrag+dense": lambda: NavigatorSystem(
@@ -161,9 +165,18 @@ class SystemFactory:
     def _navigator(self, preset: str, retriever: Retriever | None = None) -> Any:
         if self.judge is None:
             raise InputError("navigation systems need a judge (--judge)")
-        from .._navigate import Navigator
+        from .._navigate import Navigator, get_preset
 
-        return Navigator(self.tree, self.judge, preset=preset, retriever=retriever)
+        chosen = get_preset(preset, self.tree, self.judge)
+        if retriever is None and chosen.candidates is not None:
+            retriever = self.retriever(chosen.candidates)
+        return Navigator(self.tree, self.judge, preset=chosen, retriever=retriever)
+
+    def retriever(self, name: str) -> Retriever:
+        """The flat retriever a preset's `candidates` names."""
+        found: dict[str, Callable[[], Retriever]] = {
+            "hybrid": self.hybrid, "bm25": self.bm25, "dense": self.dense}
+        return found[name]()
 
 
 def parse_systems(text: str | Sequence[str]) -> list[str]:

@@ -10,7 +10,9 @@ A judge answers two kinds of requests over one shared context:
 Requests carry both the rendered text (what a language model reads) and the structured
 pieces it was rendered from (the query and the candidates' texts), so that judges that do
 not read text as a whole (the embedded judge, test doubles) need not parse it back.
-Judges know nothing about trees: candidate ids are opaque strings.
+Judges know nothing about trees: candidate ids are opaque strings. Requests may also carry
+`statistics` about the corpus the candidates come from (the document frequencies judges that
+weigh words use, `decisionrag._words.Lexicon`), and candidates their stored vectors.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Usage:
     seconds: float = 0.0
     cost_usd: float | None = None
     cached: int = 0
+    estimated: bool = False  # input_tokens is an estimate (the judge did not count them)
 
     def __add__(self, other: Usage) -> Usage:
         cost: float | None
@@ -64,6 +67,7 @@ class Usage:
             seconds=self.seconds + other.seconds,
             cost_usd=cost,
             cached=self.cached + other.cached,
+            estimated=self.estimated or other.estimated,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,15 +78,21 @@ class Usage:
             "seconds": round(self.seconds, 4),
             "cost_usd": self.cost_usd,
             "cached": self.cached,
+            "estimated_tokens": self.estimated,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One candidate as the judge sees it: an opaque id and the text rendered for it."""
+    """One candidate as the judge sees it: an opaque id and the text rendered for it.
+
+    `vectors`, when the judge reads vectors (`Judge.vector_space`) and they are stored, holds
+    unit rows in that space: row 0 the candidate as a whole (zero when it has none), further
+    rows its parts (a page's passages; zero rows are not parts)."""
 
     id: str
     text: str
+    vectors: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,7 @@ class BinaryRequest:
     questions: tuple[str, ...]
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
+    statistics: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.candidates and len(self.candidates) != len(self.questions):
@@ -110,6 +121,7 @@ class ChoiceRequest:
     options: tuple[str, ...]
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
+    statistics: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.candidates and len(self.candidates) != len(self.options):
@@ -180,6 +192,9 @@ class Judge(ABC):
     name: str = "judge"
     limits: Limits = Limits()
     price_per_million_input: float | None = None
+    # (model, precision) of the embedding space the judge reads `Candidate.vectors` in;
+    # None for judges that read text only (navigation then attaches no vectors).
+    vector_space: tuple[str, str] | None = None
 
     @abstractmethod
     async def binary(self, request: BinaryRequest) -> BinaryResult:

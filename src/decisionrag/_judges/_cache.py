@@ -41,6 +41,7 @@ class CachedJudge(Judge):
         self.name = inner.name
         self.limits = inner.limits
         self.price_per_million_input = inner.price_per_million_input
+        self.vector_space = inner.vector_space  # candidates keep their stored vectors
         self.directory = Path(cache_dir)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

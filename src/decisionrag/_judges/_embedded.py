@@ -1,36 +1,32 @@
-"""``embedded`` — the offline default judge: sentence embeddings turned into decisions.
+"""``embedded`` — the offline default judge: stored vectors and words turned into decisions.
 
-It needs no key and no network: it embeds the query and each candidate's text with the
-bundled all-MiniLM-L6-v2 (``decisionrag._embed.load_encoder``) and works on the cosine
-similarities ``s_i`` between the query and the candidates of one request. It reads
-``request.query`` and ``Candidate.text`` (not the rendered context); the model truncates
-every text at 256 word pieces, so only the start of a long candidate counts.
+It needs no key and no network. It embeds only the query (the bundled all-MiniLM-L6-v2,
+``decisionrag._embed.load_encoder``); candidates come with their vectors stored beside the
+tree (``Candidate.vectors``, see ``decisionrag._tree._vectors``). A candidate without vectors
+(a tree built without them, a request made by hand) has its text embedded instead, cached in
+memory only. docs/embedded-judge.md describes the model and how it was fitted.
 
-**Binary (P(yes), formed in view of the other candidates).** A logistic function of the
-absolute similarity and of the candidate's lead over the best of the *other* candidates in
-the same request::
+**Evidence per candidate** (query vector ``q``; rows ``r_0`` = the candidate as a whole, a
+page's centroid; ``r_1..`` its parts, a page's passages)::
 
-    lead_i  = s_i - max_{j != i} s_j          (0 when the request has one candidate)
+    own_i      = q · r_0                     (the mean of the parts' when r_0 is zero)
+    best_i     = max_j q · r_j  (j >= 1)     (own_i when there are no parts)
+    semantic_i = (1 - part_weight) * own_i + part_weight * best_i
+    lexical_i  = BM25 of the candidate's text for the query, idf from the corpus's document
+                 frequencies (``decisionrag._words.Lexicon``, stored with the vectors),
+                 divided by the query's total idf (0..1)
+    s_i        = semantic_i + lexical_weight * lexical_i
+
+**Binary (P(yes), formed in view of the other candidates).** A logistic function of ``s_i``
+and of its lead over the best of the *other* candidates of the request::
+
+    lead_i   = s_i - max_{j != i} s_j          (0 when the request has one candidate)
     P(yes)_i = sigmoid(bias + w_sim * s_i + w_lead * lead_i)
-
-The best candidate's lead is positive (its margin over the runner-up), every other
-candidate's is negative (its gap to the best), so a candidate receives a lower P(yes) when
-a clearly better one is in the same request, as a decision model's shared context does.
 
 **Choice.** ``softmax(s_i / temperature)`` over the options; sums to one.
 
-**Constants.** Fitted offline by ``benchmarks/embedded_calibration.py`` by maximum
-likelihood on requests built from ``xquad-en`` (document stage: all 48 article titles;
-passage stage: the paragraphs of the 3 most similar articles; the gold paragraph is
-"yes"); that dataset is therefore *not* held out for this judge. The script reports
-calibration on ``conditionalqa-dev`` as the held-out check; see docs/embedded-judge.md.
-
-**Caching.** Embeddings are cached in-process (LRU keyed by a digest of model + text)
-and, optionally, on disk as raw float32 files named by that digest under
-``cache_dir`` (default ``$XDG_CACHE_HOME/decisionrag/embeddings/<model>`` or
-``~/.cache/…``; ``cache_dir=""`` turns it off), each written to a temporary file and
-renamed, so re-running queries over the same tree encodes only what is new.
-Encoding runs in a worker thread so that the event loop is never blocked.
+**Cost.** Nothing is sent anywhere: usage reports one request per call and an *estimated*
+token count (``Usage.estimated``), and a cost only if a price is set.
 """
 
 from __future__ import annotations
@@ -39,17 +35,15 @@ import asyncio
 import hashlib
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._errors import JudgeConfigError, JudgeRequestError
-from .._files import atomic_write, cache_root
+from .._words import Lexicon
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -65,30 +59,40 @@ from ._base import (
 )
 
 DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
+# Part rows read per request at most; beyond it a candidate is read through its own row only
+# (a page level of 16,000 pages would otherwise read every passage vector of the corpus).
+PART_ROW_BUDGET = 200_000
 
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """Constants turning similarities into P(yes) and a choice distribution."""
+    """Constants turning evidence into P(yes) and a choice distribution."""
 
     bias: float
     similarity: float
     lead: float
     temperature: float
+    part_weight: float = 0.0
+    lexical_weight: float = 0.0
 
-    def p_yes(self, similarities: np.ndarray) -> np.ndarray:
-        logits = self.bias + self.similarity * similarities + self.lead * leads(similarities)
+    def p_yes(self, scores: np.ndarray) -> np.ndarray:
+        logits = self.bias + self.similarity * scores + self.lead * leads(scores)
         return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
 
-    def choice(self, similarities: np.ndarray) -> np.ndarray:
-        scaled = similarities.astype(np.float64) / self.temperature
+    def choice(self, scores: np.ndarray) -> np.ndarray:
+        scaled = scores.astype(np.float64) / self.temperature
         weights = np.exp(scaled - scaled.max())
         return np.asarray(weights / weights.sum(), dtype=np.float64)
 
+    def fuse(self, own: np.ndarray, best: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+        semantic = (1.0 - self.part_weight) * own + self.part_weight * best
+        return np.asarray(semantic + self.lexical_weight * lexical, dtype=np.float64)
 
-# fitted on xquad-en by benchmarks/embedded_calibration.py (see docs/embedded-judge.md)
-DEFAULT_CALIBRATION = Calibration(bias=-2.8023, similarity=4.4068, lead=14.6487,
-                                  temperature=0.0362)
+
+# fitted on conditionalqa-dev by benchmarks/embedded_fit.py (docs/embedded-judge.md): the
+# evidence weights by logistic regression on (own, best part, lexical), then the calibration
+DEFAULT_CALIBRATION = Calibration(bias=-5.1980, similarity=6.1860, lead=11.8108,
+                                  temperature=0.0301, part_weight=0.9973, lexical_weight=0.3199)
 
 
 def leads(similarities: np.ndarray) -> np.ndarray:
@@ -107,92 +111,53 @@ def text_digest(model: str, text: str) -> str:
     return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
 
 
-def default_cache_dir(model: str) -> Path:
-    return cache_root() / "embeddings" / model.replace("/", "--")
-
-
 @dataclass(slots=True)
 class CacheStats:
-    """What the embedding cache did: texts encoded, hits in memory and on disk."""
+    """What the in-memory embedding cache did: calls to the encoder, texts encoded, hits."""
 
     encoder_calls: int = 0
     encoded: int = 0
     memory_hits: int = 0
-    disk_hits: int = 0
 
 
 class VectorCache:
-    """An in-process LRU of vectors by digest, backed by an optional folder of files."""
+    """An in-process LRU of vectors by digest (queries, and texts of candidates without
+    stored vectors)."""
 
-    def __init__(self, dim: int, size: int, folder: Path | None) -> None:
-        self.dim, self.size, self.folder = dim, size, folder
+    def __init__(self, size: int) -> None:
+        self.size = size
         self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, digest: str) -> tuple[np.ndarray | None, str]:
-        """The vector and where it came from ("memory", "disk"), or (None, "")."""
+    def get(self, digest: str) -> np.ndarray | None:
         with self._lock:
             vector = self._memory.get(digest)
             if vector is not None:
                 self._memory.move_to_end(digest)
-                return vector, "memory"
-        vector = self._read(digest)
-        if vector is not None:
-            self._remember(digest, vector)
-            return vector, "disk"
-        return None, ""
+            return vector
 
     def put(self, digest: str, vector: np.ndarray) -> None:
-        self._remember(digest, vector)
-        self._write(digest, vector)
-
-    def _remember(self, digest: str, vector: np.ndarray) -> None:
         with self._lock:
             self._memory[digest] = vector
             self._memory.move_to_end(digest)
             while len(self._memory) > self.size:
                 self._memory.popitem(last=False)
 
-    def _path(self, digest: str) -> Path:
-        assert self.folder is not None
-        return self.folder / digest[:2] / f"{digest}.f32"
-
-    def _read(self, digest: str) -> np.ndarray | None:
-        if self.folder is None:
-            return None
-        try:
-            data = self._path(digest).read_bytes()
-        except OSError:
-            return None
-        if len(data) != self.dim * 4:  # truncated or from another model: a miss
-            return None
-        return np.frombuffer(data, dtype=np.float32).copy()
-
-    def _write(self, digest: str, vector: np.ndarray) -> None:
-        if self.folder is None:
-            return
-        path = self._path(digest)
-        try:
-            atomic_write(path, np.asarray(vector, dtype=np.float32).tobytes())
-        except OSError as exc:
-            warnings.warn(f"embedding cache {self.folder} is not writable ({exc}); "
-                          "continuing without it", RuntimeWarning, stacklevel=2)
-            self.folder = None
-
 
 class EmbeddedJudge(Judge):
-    """Decisions from sentence-embedding similarities, calibrated in view of the request."""
+    """Decisions from stored vectors, words and the query's embedding, calibrated in view of
+    the request."""
 
-    def __init__(self, encoder: Any, *, cache_dir: str | Path | None = None,
-                 lru_size: int = DEFAULT_LRU_SIZE, calibration: Calibration | None = None,
-                 name: str = "embedded") -> None:
+    def __init__(self, encoder: Any, *, lru_size: int = DEFAULT_LRU_SIZE,
+                 calibration: Calibration | None = None, name: str = "embedded") -> None:
         self.encoder = encoder
         self.model_name = str(getattr(encoder, "cache_key", None) or getattr(encoder, "name", "encoder"))
         self.name = name
         self.limits = Limits(max_questions=None, max_options=255, max_tokens=None)
         self.calibration = calibration or DEFAULT_CALIBRATION
-        folder = default_cache_dir(self.model_name) if cache_dir is None else cache_dir
-        self.cache = VectorCache(int(encoder.dim), int(lru_size), Path(folder) if folder else None)
+        self.vector_space = (str(getattr(encoder, "name", self.model_name)),
+                             str(getattr(encoder, "precision", "float32")))
+        self.cache = VectorCache(int(lru_size))
         self.stats = CacheStats()
         self._encode_lock = threading.Lock()
 
@@ -204,23 +169,17 @@ class EmbeddedJudge(Judge):
         for digest, text in zip(digests, texts, strict=True):
             if digest in vectors or digest in missing:
                 continue
-            vector, source = self.cache.get(digest)
+            vector = self.cache.get(digest)
             if vector is None:
                 missing[digest] = text
                 continue
             vectors[digest] = vector
-            self._count_hit(source)
+            self.stats.memory_hits += 1
         if missing:
             vectors.update(self._encode(missing))
         if not texts:
             return np.zeros((0, int(self.encoder.dim)), dtype=np.float32)
         return np.stack([vectors[d] for d in digests])
-
-    def _count_hit(self, source: str) -> None:
-        if source == "memory":
-            self.stats.memory_hits += 1
-        else:
-            self.stats.disk_hits += 1
 
     def _encode(self, missing: dict[str, str]) -> dict[str, np.ndarray]:
         with self._encode_lock:
@@ -232,9 +191,33 @@ class EmbeddedJudge(Judge):
             self.cache.put(digest, vector)
         return fresh
 
+    def evidence(self, query: str, candidates: Sequence[Candidate],
+                 lexicon: Lexicon | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(own, best, lexical) per candidate; see the module docstring."""
+        q = self.embed([query])[0]
+        own = np.zeros(len(candidates))
+        best = np.zeros(len(candidates))
+        texts = [i for i, c in enumerate(candidates) if c.vectors is None]
+        if texts:
+            encoded = self.embed([candidates[i].text for i in texts]) @ q
+            own[texts] = best[texts] = encoded
+        with_parts = sum(len(c.vectors) - 1 for c in candidates if c.vectors is not None)
+        read_parts = with_parts <= PART_ROW_BUDGET
+        for i, candidate in enumerate(candidates):
+            if candidate.vectors is not None:
+                own[i], best[i] = _own_and_best(candidate.vectors, q, read_parts)
+        lexical = np.zeros(len(candidates))
+        if lexicon is not None and self.calibration.lexical_weight:
+            lexical = np.asarray(lexicon.scores(query, [c.text for c in candidates]))
+        return own, best, lexical
+
+    def scores(self, query: str, candidates: Sequence[Candidate],
+               lexicon: Lexicon | None = None) -> np.ndarray:
+        return self.calibration.fuse(*self.evidence(query, candidates, lexicon))
+
     def similarities(self, query: str, candidates: Sequence[Candidate]) -> np.ndarray:
-        vectors = self.embed([query, *(c.text for c in candidates)])
-        return np.asarray(vectors[1:] @ vectors[0], dtype=np.float64)
+        """Cosine similarity of the query and each candidate as a whole."""
+        return self.evidence(query, candidates)[0]
 
     def _query(self, request: BinaryRequest | ChoiceRequest, expected: int) -> str:
         if len(request.candidates) != expected:
@@ -247,12 +230,13 @@ class EmbeddedJudge(Judge):
     def _usage(self, query: str, candidates: Sequence[Candidate], start: float) -> Usage:
         tokens = estimate_tokens(query) + sum(estimate_tokens(c.text) for c in candidates)
         return Usage(requests=1, input_tokens=tokens, seconds=time.perf_counter() - start,
-                     cost_usd=self.cost(tokens))
+                     cost_usd=self.cost(tokens), estimated=True)
 
     def _binary(self, request: BinaryRequest) -> BinaryResult:
         start = time.perf_counter()
         query = self._query(request, len(request.questions))
-        p_yes = self.calibration.p_yes(self.similarities(query, request.candidates))
+        scores = self.scores(query, request.candidates, _lexicon(request))
+        p_yes = self.calibration.p_yes(scores)
         return BinaryResult(check_binary(p_yes.tolist(), len(request.questions), self.name),
                             self._usage(query, request.candidates, start))
 
@@ -264,7 +248,8 @@ class EmbeddedJudge(Judge):
         if not request.options:
             raise JudgeRequestError(f"{self.name}: a choice needs at least one option")
         query = self._query(request, len(request.options))
-        probabilities = self.calibration.choice(self.similarities(query, request.candidates))
+        scores = self.scores(query, request.candidates, _lexicon(request))
+        probabilities = self.calibration.choice(scores)
         return ChoiceResult(check_choice(probabilities.tolist(), len(request.options), self.name),
                             self._usage(query, request.candidates, start))
 
@@ -277,21 +262,41 @@ class EmbeddedJudge(Judge):
         return await asyncio.to_thread(self._choice, request)
 
 
-def embedded_judge(model: str = "", *, cache_dir: str | Path | None = None,
-                   lru_size: int | str = DEFAULT_LRU_SIZE, device: str = "cpu",
-                   precision: str | None = None, calibration: Calibration | None = None,
+def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:
+    statistics = request.statistics
+    return statistics if isinstance(statistics, Lexicon) else None
+
+
+def _own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
+    block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
+    sims = block @ q
+    present = np.any(block != 0, axis=1)
+    parts = sims[1:][present[1:]]
+    if present[0]:
+        own = float(sims[0])
+    elif parts.size:
+        own = float(parts.mean())
+    else:
+        own = 0.0
+    return own, float(parts.max()) if parts.size else own
+
+
+def embedded_judge(model: str = "", *, lru_size: int | str = DEFAULT_LRU_SIZE,
+                   device: str = "cpu", precision: str | None = None,
+                   calibration: Calibration | None = None,
                    price_per_million_input: float | str | None = None,
                    **options: Any) -> EmbeddedJudge:
     """The ``embedded`` judge; ``model`` (after the colon) may name another
     sentence-transformers model or folder (the calibration was fitted for the default);
-    ``precision`` is the encoder's ("auto", "float32" or "bfloat16")."""
+    ``precision`` is the encoder's ("auto", "float32" or "bfloat16"). Trees must store
+    vectors of the same model and precision."""
     from .._embed import load_encoder
 
     if options:
         raise JudgeConfigError(f"embedded judge: unknown options {sorted(options)}")
     encoder = load_encoder(model or None, device=device, precision=precision)
-    judge = EmbeddedJudge(encoder, cache_dir=cache_dir, lru_size=int(lru_size),
-                          calibration=calibration)
+    encoder.encode(["warm-up"])  # the model's first call is slow: pay it here, not in a walk
+    judge = EmbeddedJudge(encoder, lru_size=int(lru_size), calibration=calibration)
     if price_per_million_input is not None:
         judge.price_per_million_input = float(price_per_million_input)
     return judge

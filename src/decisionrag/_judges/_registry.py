@@ -65,7 +65,7 @@ def load_judge(judge_id: str | Any = "embedded", **options: Any) -> Judge:
     ``local:/models/qwen3-1.7b``, ``embedded``, ``scripted``, ``simulated:latency=0.2``.
 
     Keyword options go to the backend (e.g. ``concurrency=8``,
-    ``price_per_million_input=0.042``, the embedded judge's ``cache_dir``), except
+    ``price_per_million_input=0.042``, the embedded judge's ``precision``), except
     ``judgment_cache=PATH``, which wraps the judge in an on-disk judgment cache (see
     `CachedJudge`); an empty or None path means no cache.
 

@@ -104,6 +104,28 @@ class ChoiceSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RecoverySettings:
+    """Recovery from pruning: when the page stage is unsure — its best kept page has P(yes)
+    below `below`, or the best and the last kept page differ by less than `flat` — reopen
+    pruned branches best-first over the explored frontier (every group and page judged and
+    pruned so far, by its own score): a pruned page rejoins the kept pages, a pruned group
+    has its pages judged (one request) and its best `pages_per_group` join. At most
+    `groups` groups are reopened and `pages` pages added. The stage is traced as
+    ``recovery``."""
+
+    below: float = 0.5
+    flat: float = 0.05
+    pages: int = 3
+    groups: int = 1
+    pages_per_group: int = 2
+
+    def unsure(self, kept_scores_desc: list[float]) -> bool:
+        if not kept_scores_desc:
+            return True
+        return kept_scores_desc[0] < self.below or kept_scores_desc[0] - kept_scores_desc[-1] < self.flat
+
+
+@dataclass(frozen=True, slots=True)
 class NotepadSettings:
     """Conversation memory (pages this system retrieved, most recent first): the page stage
     shows them, the passage stage also scores the passages of the `passage_pages` most recent,
@@ -126,7 +148,9 @@ class Preset:
     ``paper`` (the paper's full sentence per candidate) or ``compact`` (the sentence once in
     the shared context, ``Page 12?`` per candidate: fewer billed tokens, see
     docs/integrations.md).
-    attached retriever join the passage stage.
+    attached retriever join the passage stage; `candidates` names the retriever the
+    application attaches when the caller gives none (None: no hybrid candidates);
+    `recovery` None never reopens pruned branches.
 
     `on_failure` is what a request that still fails after its retries (server errors,
     timeouts, broken answers) does to the walk: ``"degrade"`` marks its candidates unjudged
@@ -146,6 +170,8 @@ class Preset:
     notepad: NotepadSettings | None = None
     route_groups: bool = True
     hybrid_k: int = 20
+    candidates: Literal["hybrid", "bm25", "dense"] | None = None
+    recovery: RecoverySettings | None = None
     notes: str = ""
     questions: QuestionForm = "paper"
     on_failure: OnFailure = "degrade"
@@ -281,6 +307,14 @@ PASSAGE_STAGE_TARGET = 300  # passages the final shared context should hold at m
 SPLIT_AT = 50  # candidates per request where the shared-context benefit levels off
 
 
+def _reads_vectors(judge: Judge | None) -> bool:
+    """A judge that reads stored vectors (the embedded one) runs here and holds an encoder:
+    hybrid candidates cost it one query embedding and recovery a local request. For a
+    judge reached over HTTP both would add requests, tokens and an encoder to load, so
+    `auto` leaves them to presets that ask for them."""
+    return judge is not None and judge.vector_space is not None
+
+
 def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
     """Budgets from the tree's shape (see docs/navigation.md, "What auto picks").
 
@@ -289,8 +323,15 @@ def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
       requests of at most 50; when the page level is split, the pooled top 3×k (at least
       20) are rescored together before keeping k;
     * pages with more than 60 passages get the heading stage;
-    * multiple choice over the top 20; the task wording follows the query (history or not).
+    * multiple choice over the top 20; the task wording follows the query (history or not);
+    * for a judge that reads stored vectors (the embedded judge): recovery from pruning
+      (`RecoverySettings` defaults) when the page stage is unsure, and, when the tree stores
+      vectors, hybrid candidates (the top 20 of BM25 and dense fused by
+      reciprocal rank) join the passage stage, so passages of pruned pages can still win.
     """
+    from .._tree._vectors import available_sets
+
+    local = _reads_vectors(judge)
     counts = tree.counts
     n_docs = max(1, counts.get("document", 0))
     per_doc = counts.get("passage", 0) / n_docs
@@ -320,5 +361,7 @@ def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
         headings=HeadingSettings(),
         choice=ChoiceSettings(top=20, mode="order"),
         notepad=NotepadSettings(),
+        candidates="hybrid" if local and available_sets(tree.file) else None,
+        recovery=RecoverySettings() if local else None,
         notes=f"derived: {n_docs} pages, {per_doc:.1f} passages/page",
     )

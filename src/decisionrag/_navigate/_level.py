@@ -174,7 +174,8 @@ class LevelEngine:
             max_tokens=_smallest(settings.max_tokens_per_request, limits.max_tokens),
             keep_siblings=settings.keep_siblings,
         )
-        requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form)
+        requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form,
+                                   self.view.lexicon)
                     for chunk in chunks]
         self.check_budget(stage, sum(map(self.request_tokens, requests)))
         cut = [e for e in entries if e.truncated_from is not None]
@@ -271,8 +272,9 @@ class LevelEngine:
     def account(
         self, stage: StageTrace, usage: Usage, request: BinaryRequest | ChoiceRequest, start: float | None
     ) -> None:
-        if not usage.requests:  # the judge did not say: count the request's text ourselves
-            usage = Usage(requests=1, input_tokens=self.judge.count_tokens(_text_of(request))) + usage
+        if not usage.requests and not usage.cached:  # the judge did not say: count it ourselves
+            estimate = self.judge.count_tokens(_text_of(request))
+            usage = Usage(requests=1, input_tokens=estimate, estimated=True) + usage
         stage.requests += usage.requests
         stage.input_tokens += usage.input_tokens
         self.usage = self.usage + usage

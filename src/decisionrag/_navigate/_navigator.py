@@ -8,6 +8,7 @@ whose levels the `LevelEngine` judges.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -18,6 +19,8 @@ from .._query import Query, Turn
 from .._sync import run_sync
 from .._tree import Node, Tree
 from .._tree._summaries import Summary
+from .._tree._vectors import NodeVectors, VectorsError, available_sets, open_vectors, read_lexicon
+from .._words import Lexicon
 from ._config import Preset, get_preset
 from ._filters import Filter, parse_filters
 from ._render import Entry, Kind, candidate_budget
@@ -27,6 +30,30 @@ from ._view import CHILDREN_CACHE_NODES, READ_AHEAD_SHARE, Children, TreeView
 from ._walk import Walk
 
 __all__ = ["CHILDREN_CACHE_NODES", "READ_AHEAD_SHARE", "Children", "Navigator", "Retriever"]
+
+
+def stored_vectors(tree: Tree, judge: Judge) -> NodeVectors | None:
+    """The tree's vectors in the judge's space, or None when the judge reads text only.
+    Vectors of another model or precision are refused; a tree without vectors warns once
+    (the judge then embeds candidate texts at query time)."""
+    if judge.vector_space is None:
+        return None
+    model, precision = judge.vector_space
+    try:
+        return open_vectors(tree, model=model, precision=precision)
+    except VectorsError:
+        if available_sets(tree.file):
+            raise
+        warnings.warn(f"{tree.file} has no stored vectors, so {judge.name} embeds every "
+                      f"candidate at query time (slow); store them with `decisionrag vectors "
+                      f"{tree.file}`", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def stored_lexicon(tree: Tree) -> Lexicon | None:
+    """The corpus's word statistics stored with its vectors (None when absent)."""
+    text = read_lexicon(tree.file, tree.meta)
+    return Lexicon.from_json(text) if text else None
 
 
 class Navigator:
@@ -53,7 +80,10 @@ class Navigator:
         self.preset = get_preset(preset, tree, judge)
         self.retriever = retriever
         self.concurrency = concurrency
-        self.view = TreeView(tree, judge.count_tokens, candidate_budget(judge.limits.max_tokens))
+        vectors = stored_vectors(tree, judge)
+        lexicon = stored_lexicon(tree) if vectors is not None else None
+        self.view = TreeView(tree, judge.count_tokens, candidate_budget(judge.limits.max_tokens),
+                             vectors=vectors, lexicon=lexicon)
 
     def __repr__(self) -> str:
         return f"<Navigator {self.tree.file.name} judge={self.judge.name} preset={self.preset.name}>"

@@ -34,7 +34,7 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
@@ -124,6 +124,7 @@ class Entry:
     block: tuple[str, ...] = ()
     sibling: int | None = None
     in_context: bool = False
+    vectors: Any = None
     candidate: Candidate = field(init=False)
     line: str = field(init=False)
     tokens: int | None = field(init=False, default=None)
@@ -134,7 +135,7 @@ class Entry:
         # language model sees around the line: with `in_context`, the page title and heading
         # path above a passage or heading.
         judged = f"{' > '.join(self.block)}: {self.text}" if self.in_context and self.block else self.text
-        self.candidate = Candidate(id=self.key, text=judged)
+        self.candidate = Candidate(id=self.key, text=judged, vectors=self.vectors)
         self.line = clean(self.text)
 
 
@@ -360,16 +361,19 @@ def binary_request(
     task: TaskWording,
     notepad: Sequence[str] = (),
     form: QuestionForm = "paper",
+    statistics: Any = None,
 ) -> BinaryRequest:
     return BinaryRequest(
         context=render_context(query_text, entries, kind, task, notepad, form),
         questions=questions(kind, task, len(entries), form),
         query=query_text,
         candidates=tuple(map(_CANDIDATE, entries)),
+        statistics=statistics,
     )
 
 
-def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording) -> ChoiceRequest:
+def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording,
+                   statistics: Any = None) -> ChoiceRequest:
     """The final choice: the shortlist only, in reading order, formatted as in binary scoring."""
     name = label("passage", task)
     return ChoiceRequest(
@@ -378,6 +382,7 @@ def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording)
         options=numbered(f"[{name} {{n}}]", len(entries)),  # labels no cleaned text contains
         query=query_text,
         candidates=tuple(map(_CANDIDATE, entries)),
+        statistics=statistics,
     )
 
 

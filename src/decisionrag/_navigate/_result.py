@@ -50,6 +50,7 @@ class Stage(str, enum.Enum):
 
     GROUP = "group"
     PAGE = "page"
+    RECOVERY = "recovery"
     HEADING = "heading"
     PASSAGE = "passage"
     CHOICE = "choice"

@@ -17,6 +17,8 @@ from typing import Any
 from .._errors import InputError
 from .._tree import Node, NodeKind, Tree
 from .._tree._summaries import Summary
+from .._tree._vectors import NodeVectors
+from .._words import Lexicon
 from ._config import Preset
 from ._filters import Filter
 from ._render import Entry, Kind, truncated_entry
@@ -40,14 +42,23 @@ class Children:
         return cls(nodes, documents, groups)
 
 
+# Pages are read through their passages' vectors up to this corpus size; above it through
+# their centroid only, so a page level of 16,000 pages does not map every passage vector.
+PAGE_PARTS_UP_TO = 500_000
+
+
 class TreeView:
     """`tree` as navigation sees it; `count_tokens` is the judge's token counter (entries
     carry their token count so packing a level counts nothing per query)."""
 
     def __init__(self, tree: Tree, count_tokens: Callable[[str], int],
-                 candidate_tokens: int | None = None) -> None:
+                 candidate_tokens: int | None = None, *, vectors: NodeVectors | None = None,
+                 lexicon: Lexicon | None = None) -> None:
         self.tree = tree
         self.candidate_tokens = candidate_tokens  # longer candidate texts are cut to their head
+        self.vectors = vectors  # stored node vectors in the judge's space (None: text only)
+        self.lexicon = lexicon  # the corpus's word statistics, carried by every request
+        self._page_parts = tree.counts.get("passage", 0) <= PAGE_PARTS_UP_TO
         self.count_tokens = functools.lru_cache(maxsize=100_000)(count_tokens)
         self._judge_count = count_tokens
         self._cache: dict[int, Node] = {}
@@ -260,15 +271,26 @@ class TreeView:
         return entry
 
     def _make_entry(self, kind: Kind, node: Node, render: str) -> Entry:
+        vectors = self._rows(node)
         if kind in ("passage", "heading"):
             page = self.page_of(node)
             if kind == "passage":
-                return Entry(node.key, node.text, (page.label, *node.heading), page.id, True)
+                return Entry(node.key, node.text, (page.label, *node.heading), page.id, True,
+                             vectors=vectors)
             heading = " > ".join(node.heading) or node.title
-            return Entry(node.key, heading, (page.label,), page.id, True)
+            return Entry(node.key, heading, (page.label,), page.id, True, vectors=vectors)
         text = node.title if render == "title" and node.title else ""
         return Entry(node.key, text or node.description or node.title or node.key,
-                     self._group_header(node.parent), node.parent)
+                     self._group_header(node.parent), node.parent, vectors=vectors)
+
+    def _rows(self, node: Node) -> Any:
+        """The node's stored vector rows (a view of the mapping, read when used): its own
+        row, then for a page (below PAGE_PARTS_UP_TO passages) or a section the rows of
+        everything inside it."""
+        if self.vectors is None:
+            return None
+        parts = node.kind > NodeKind.DOCUMENT or (node.kind == NodeKind.DOCUMENT and self._page_parts)
+        return self.vectors.rows(node.id, node.end + 1 if parts else node.id + 1)
 
     def _group_header(self, parent_id: int | None) -> tuple[str, ...]:
         """The header path pages and groups under `parent_id` are shown under: its label when

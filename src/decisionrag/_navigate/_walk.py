@@ -10,15 +10,17 @@ from __future__ import annotations
 import functools
 import time
 
+import numpy as np
+
 from .._errors import NavigationError
 from .._judges import Judge
 from .._query import Query
 from .._tree import Node, NodeKind
 from ._config import Preset, StageSettings
 from ._filters import Filter
-from ._level import LevelEngine, Scored, best_first
+from ._level import LevelEngine, Ranking, Scored, best_first
 from ._render import QUESTION_TOKENS, TaskWording, choice_request, fit_query, query_budget
-from ._result import Hit, Result, Stage
+from ._result import Hit, Result, Stage, StageTrace
 from ._retriever import Retriever
 from ._view import TreeView
 
@@ -57,6 +59,7 @@ class Walk:
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
+        self.frontier: list[Scored] = []  # judged and pruned groups and pages (recovery)
 
     def _task(self) -> TaskWording:
         if self.preset.task == "auto":
@@ -69,6 +72,7 @@ class Walk:
         start = time.perf_counter()
         documents = await self.route()
         kept_pages = await self.judge_pages(self.with_notepad_pages(documents))
+        kept_pages = await self.recover(kept_pages)
         passages = await self.expand(kept_pages)
         ranked = await self.judge_passages(self.with_extra_passages(passages))
         return await self.finish(ranked, start)
@@ -126,7 +130,16 @@ class Walk:
             kept.append(Scored(sticky, score, score))
             kept_keys.add(sticky.key)
         self.levels.close_stage(stage, kept, opened=[g.key for g in groups if g.key in kept_keys])
+        self.remember_pruned(ranking, kept_keys)
         return kept_keys
+
+    def remember_pruned(self, ranking: Ranking, kept: set[str]) -> None:
+        """Add a level's best pruned candidates to the frontier recovery may reopen."""
+        settings = self.preset.recovery
+        if settings is None:
+            return
+        room = settings.pages + settings.groups + len(kept)
+        self.frontier.extend(s for s in ranking.top(room) if s.node.key not in kept)
 
     def notepad_group(self, groups: list[Node]) -> Node | None:
         """The group among `groups` above the most recent notepad page (md2d keeps it)."""
@@ -172,7 +185,66 @@ class Walk:
         kept = ranking.top(ranking.keep_count(settings))
         self.page_scores = ranking.scores
         self.levels.close_stage(stage, kept, opened=[s.node.key for s in kept])
+        self.remember_pruned(ranking, {s.node.key for s in kept})
         return kept
+
+    # -- recovery from pruning ------------------------------------------------------------
+
+    async def recover(self, kept: list[Scored]) -> list[Scored]:
+        """When the page stage is unsure, reopen the best pruned branches (see
+        `RecoverySettings`); the added pages follow the kept ones."""
+        settings = self.preset.recovery
+        if settings is None or not self.frontier or not settings.unsure([s.score for s in kept]):
+            return kept
+        present = {s.node.key for s in kept}
+        frontier = sorted(self.frontier, key=lambda s: -s.score)  # stable: reading order on ties
+        stage = self.levels.new_stage(Stage.RECOVERY.value, [])
+        added: list[Scored] = []
+        groups = 0
+        for item in frontier:
+            if len(added) >= settings.pages:
+                break
+            if item.node.key in present:
+                continue
+            if item.node.kind == NodeKind.DOCUMENT:
+                added.append(item)
+                present.add(item.node.key)
+                stage.candidates.append(item.node.key)
+            elif item.node.kind == NodeKind.GROUP and groups < settings.groups:
+                groups += 1
+                stage.candidates.append(item.node.key)
+                for page in await self.reopen_group(item.node, stage, settings.pages_per_group):
+                    if page.node.key not in present and len(added) < settings.pages:
+                        added.append(page)
+                        present.add(page.node.key)
+        stage.n_candidates = len(stage.candidates)
+        reopened = {s.node.key: s for s in frontier if s.node.key in set(stage.candidates)}
+        stage.nodes = [reopened[key].node for key in stage.candidates]
+        stage.scores = {key: reopened[key].score for key in stage.candidates}
+        for item in added:
+            self.page_scores.setdefault(item.node.key, item.score)
+        self.levels.close_stage(stage, added, opened=[s.node.key for s in added])
+        return [*kept, *added]
+
+    async def reopen_group(self, group: Node, stage: StageTrace, keep: int) -> list[Scored]:
+        """Judge the pages under a pruned group (its subgroups' pages too) in one request;
+        its `keep` best, best first."""
+        pages: list[Node] = []
+        level = [group.id]
+        while level:
+            families = [self.view.split_children(node_id) for node_id in level]
+            pages.extend(p for family in families for p in family.documents)
+            level = [g.id for family in families for g in family.groups]
+        pages = self.admit(pages, Stage.RECOVERY.value)
+        if not pages:
+            return []
+        pages.sort(key=self.view.reading_key)
+        entries = self.view.entries("document", pages, self.preset.documents.render)
+        one_request = StageSettings(top_k=None, max_candidates_per_request=None, keep_siblings=False)
+        values = await self.levels.judge_entries(stage, "document", entries, one_request, ())
+        ranking = Ranking(pages, dict(zip((p.key for p in pages), values, strict=True)),
+                          np.asarray(values, dtype=np.float64))
+        return ranking.top(keep)
 
     # -- passages -------------------------------------------------------------------------
 
@@ -335,7 +407,7 @@ class Walk:
         entries = [self.view.entry("passage", s.node, "description") for s in in_reading_order]
         stage = self.levels.new_stage(Stage.CHOICE.value, [e.key for e in entries])
         stage.nodes = [s.node for s in in_reading_order]
-        request = choice_request(self.query_text, entries, self.task)
+        request = choice_request(self.query_text, entries, self.task, self.view.lexicon)
         result = await self.levels.send_choice(stage, request)
         if result is None:  # degraded: the binary order stands
             self.levels.close_stage(stage, ranked[:m], [])

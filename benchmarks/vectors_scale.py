@@ -1,0 +1,196 @@
+"""Node vectors at Natural-Questions scale: bytes on disk, open time, RSS of a querying
+process, and embedding throughput.
+
+    python benchmarks/vectors_scale.py                        # 108,626 docs, 2.68 M passages
+    python benchmarks/vectors_scale.py --docs 10000 --passages 250000
+
+1. Builds (or reuses, `--tree`) the synthetic NQ-shaped tree of `benchmarks/tree_scale.py`
+   with 1,000 groups.
+2. Embedding throughput: the real encoder (bundled MiniLM, the build's precision) over a
+   sample of `--encode-sample` passages as `embed_tree` embeds them; the time to embed the
+   whole corpus at that rate is an *extrapolation*, printed as such.
+3. The store at full size: one row per node id (float16, 384-d), filled with random unit
+   vectors — embedding 2.68 M passages on this machine would take hours, and the store's
+   size, open time and memory do not depend on the values — written by
+   `decisionrag._tree._vectors.write_vectors` (atomic).
+4. Two fresh processes query it: (a) the store alone — open, read the 16,000 page rows a page
+   level of the `nq` shape holds and the passage rows of 30 pages, one chunked flat scan
+   over every row; (b) a walk with the embedded judge (auto preset, no hybrid retriever:
+   flat BM25 over 2.68 M passages is its own index) over `--queries` queries. Each reports
+   its peak RSS (VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rss import peak_rss_mb
+from decisionrag import NodeKind, Tree
+
+MODEL = "all-MiniLM-L6-v2"
+DIM = 384
+
+
+def ensure_tree(path: Path, docs: int, passages: int) -> None:
+    if path.is_file():
+        return
+    from tree_scale import build
+
+    result = build(path, docs, passages, 0, 1000)
+    print(f"built {path}: {result['file_mb']:.0f} MB in {result['total_s']:.0f} s", flush=True)
+
+
+def n_rows(tree: Tree) -> int:
+    largest = tree.root.id
+    for node in tree.children(tree.root.id):
+        largest = max(largest, node.id)
+    for doc in tree.documents():
+        largest = max(largest, doc.end)
+    return largest + 1
+
+
+def encode_rate(tree: Tree, sample: int) -> dict[str, float]:
+    from decisionrag._embed import load_encoder
+    from decisionrag._tree._vectors import passage_text
+
+    encoder = load_encoder()
+    texts = []
+    for node in tree.iter_passages():
+        texts.append(passage_text("", node.heading, node.text))
+        if len(texts) >= sample:
+            break
+    encoder.encode(texts[:64])  # warm-up
+    t0, c0 = time.perf_counter(), time.process_time()
+    encoder.encode(texts)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"sample": len(texts), "per_s": len(texts) / wall, "cpu_per_s": len(texts) / cpu,
+            "precision": encoder.precision}
+
+
+def write_store(tree: Tree, rows: int, precision: str) -> dict[str, float]:
+    from numpy.lib.format import open_memmap
+
+    from decisionrag._tree._vectors import vectors_folder, write_vectors
+
+    scratch = tree.file.with_name(tree.file.name + ".scratch.npy")
+    matrix = open_memmap(scratch, mode="w+", dtype=np.float16, shape=(rows, DIM))
+    rng = np.random.default_rng(0)
+    for start in range(0, rows, 262_144):
+        block = rng.standard_normal((min(rows, start + 262_144) - start, DIM)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        matrix[start:start + len(block)] = block
+    matrix.flush()
+    t0 = time.perf_counter()
+    write_vectors(tree.file, matrix, model=MODEL, precision=precision, tree_meta=tree.meta)
+    seconds = time.perf_counter() - t0
+    del matrix
+    scratch.unlink()
+    size = sum(p.stat().st_size for p in vectors_folder(tree.file).iterdir())
+    return {"write_s": seconds, "bytes": size}
+
+
+def query_store(path: Path) -> dict[str, float]:
+    from decisionrag._tree._vectors import open_vectors
+
+    t0 = time.perf_counter()
+    tree = Tree.open(path)
+    vectors = open_vectors(tree)
+    open_s = time.perf_counter() - t0
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal(DIM).astype(np.float32)
+    q /= np.linalg.norm(q)
+    groups = [n for n in tree.children(tree.root.id) if n.kind == NodeKind.GROUP][:150]
+    pages = [p for g in groups for p in tree.children(g.id)]
+    t0 = time.perf_counter()
+    page_scores = vectors.take([p.id for p in pages]) @ q
+    best = [pages[i] for i in np.argsort(-page_scores)[:30]]
+    parts = [np.asarray(vectors.rows(p.id, p.end + 1), np.float32) @ q for p in best]
+    level_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    vectors.scan(q)
+    scan_s = time.perf_counter() - t0
+    return {"open_s": open_s, "pages": len(pages), "page_level_s": level_s,
+            "part_rows": sum(len(p) for p in parts), "scan_s": scan_s,
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def query_walk(path: Path, queries: int) -> dict[str, float]:
+    from decisionrag._judges import load_judge
+    from decisionrag._navigate import Navigator
+
+    t0 = time.perf_counter()
+    tree = Tree.open(path)
+    judge = load_judge("embedded")
+    navigator = Navigator(tree, judge, preset="auto")
+    open_s = time.perf_counter() - t0
+    words = [n.text.split()[:6] for n in tree.passages(tree.documents().__next__().id)]
+    texts = [" ".join(w) for w in words][:queries] or ["pseudo words"]
+    seconds = []
+    for text in texts:
+        result = navigator.retrieve(text, k=10)
+        seconds.append(result.seconds)
+    return {"open_s": open_s, "walks": len(seconds), "walk_median_s": float(np.median(seconds)),
+            "walk_first_s": seconds[0], "peak_rss_mb": peak_rss_mb()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, default=108_626)
+    parser.add_argument("--passages", type=int, default=2_680_000)
+    parser.add_argument("--tree", type=Path, default=Path("/tmp/decisionrag-vectors-scale.tree"))
+    parser.add_argument("--encode-sample", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=5)
+    parser.add_argument("--child", choices=("store", "walk"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "store":
+        print(json.dumps(query_store(args.tree)))
+        return 0
+    if args.child == "walk":
+        print(json.dumps(query_walk(args.tree, args.queries)))
+        return 0
+    ensure_tree(args.tree, args.docs, args.passages)
+    with Tree.open(args.tree) as tree:
+        rate = encode_rate(tree, args.encode_sample)
+        passages = tree.counts["passage"]
+        rows = n_rows(tree)
+        store = write_store(tree, rows, rate["precision"])
+    children = {}
+    for child in ("store", "walk"):
+        out = subprocess.run([sys.executable, __file__, "--child", child, "--tree", str(args.tree),
+                              "--queries", str(args.queries)], capture_output=True, text=True,
+                             check=True)
+        children[child] = json.loads(out.stdout.strip().splitlines()[-1])
+    s, w = children["store"], children["walk"]
+    lines = [
+        "| measure | value |", "|---|---:|",
+        f"| passages / node rows | {passages:,} / {rows:,} |",
+        f"| embedding throughput ({rate['precision']}, {rate['sample']:,}-passage sample) | "
+        f"{rate['per_s']:.0f} passages/s wall, {rate['cpu_per_s']:.0f}/s per CPU-second |",
+        f"| embedding the whole corpus at that rate (extrapolated) | "
+        f"{passages / rate['per_s'] / 3600:.1f} h |",
+        f"| vectors on disk (float16 matrix + header) | {store['bytes'] / 1e6:,.0f} MB |",
+        f"| writing them (atomic) | {store['write_s']:.1f} s |",
+        f"| open tree + vectors (fresh process) | {s['open_s'] * 1e3:.1f} ms |",
+        f"| score {s['pages']:,} page rows + {s['part_rows']:,} passage rows of 30 pages | "
+        f"{s['page_level_s'] * 1e3:.0f} ms |",
+        f"| one chunked flat scan of every row | {s['scan_s']:.2f} s |",
+        f"| peak RSS, store-only process | {s['peak_rss_mb']:.0f} MB |",
+        f"| walk process: open tree + judge + navigator | {w['open_s']:.1f} s |",
+        f"| walk (auto, embedded judge), first / median of {w['walks']} | "
+        f"{w['walk_first_s']:.2f} / {w['walk_median_s']:.2f} s |",
+        f"| peak RSS, walking process (torch + MiniLM included) | {w['peak_rss_mb']:.0f} MB |",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

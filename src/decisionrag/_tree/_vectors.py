@@ -1,0 +1,278 @@
+"""Node vectors stored with a tree: ``TREE.vectors/``, versioned, memory-mapped.
+
+Layout of the folder beside ``corpus.tree``::
+
+    corpus.tree.vectors/
+        <set>.json            header: format version, model, precision, dimension, dtype,
+                              rows, the tree it was built for, the matrix file's name
+        <set>-<token>.npy     float16 matrix, one row per node id (row i = node i)
+
+``<set>`` names the model and precision (``all-MiniLM-L6-v2`` or ``all-MiniLM-L6-v2+bf16``),
+so vectors of several models can sit beside one tree. Row ``i`` is node ``i``'s unit vector:
+a passage's embedding of its title, heading path and text (`passage_text`), a page's the
+normalised mean of its passages', a group's the normalised mean of its children's. Rows of
+nodes without a vector (the root, sections) are zero.
+
+Writing is atomic: the matrix is written under a fresh name, then the header is renamed into
+place (the commit point), then the previous matrix is removed. A reader that opened the old
+header keeps its mapping of the old matrix (POSIX keeps unlinked files readable).
+
+Reading: `NodeVectors.open` maps the matrix read-only (nothing is read until used); rows are
+looked up by node id. `scan` computes one query's scores over a row range in chunks read
+with ordinary file reads, so a flat search over millions of rows does not grow the process's
+resident set by the size of the matrix.
+
+This module and `_store` are the only code that knows how a tree is laid out on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import TreeFormatError
+
+VECTORS_VERSION = 1
+STORED_DTYPE = np.float16
+SCAN_ROWS = 65_536  # rows read at once by `scan` (48 MB of 384-d float16)
+
+
+class VectorsError(TreeFormatError):
+    """Vectors are missing, damaged, out of date, or of another model or precision."""
+
+
+def passage_text(title: str, heading: Sequence[str], text: str) -> str:
+    """What a passage's vector embeds (and flat retrievers index): title, heading path
+    (without a repeated title), text."""
+    path = [h for h in heading if h and h != title]
+    parts = [title.strip(), " > ".join(path), text]
+    return "\n".join(p for p in parts if p)
+
+
+def vectors_folder(tree_path: str | os.PathLike[str]) -> Path:
+    path = Path(tree_path)
+    return path.with_name(path.name + ".vectors")
+
+
+def set_name(model: str, precision: str) -> str:
+    """The file stem of one model's vectors: the model's name (slashes folded), with
+    ``+bf16`` for bfloat16 (float32 has no suffix)."""
+    slug = re.sub(r"[^A-Za-z0-9_.+-]+", "--", model).strip("-") or "model"
+    return slug + ("" if precision == "float32" else "+bf16")
+
+
+def open_vectors(tree: Any, *, model: str | None = None,
+                 precision: str | None = None) -> NodeVectors:
+    """The stored vectors of an open `Tree` (see `NodeVectors.open`)."""
+    return NodeVectors.open(tree.file, tree.meta, model=model, precision=precision)
+
+
+def tree_stamp(meta: dict[str, Any]) -> dict[str, Any]:
+    """What identifies one write of a tree file (its metadata changes on every write)."""
+    return {"written_at": meta.get("written_at"), "counts": meta.get("counts")}
+
+
+@dataclass(frozen=True, slots=True)
+class VectorsHeader:
+    model: str
+    precision: str
+    dim: int
+    rows: int
+    matrix: str
+    tree: dict[str, Any]
+    version: int = VECTORS_VERSION
+    dtype: str = "float16"
+
+    def to_json(self) -> str:
+        return json.dumps({"version": self.version, "model": self.model,
+                           "precision": self.precision, "dim": self.dim, "rows": self.rows,
+                           "dtype": self.dtype, "matrix": self.matrix, "tree": self.tree})
+
+    @classmethod
+    def read(cls, path: Path) -> VectorsHeader:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            header = cls(model=str(data["model"]), precision=str(data["precision"]),
+                         dim=int(data["dim"]), rows=int(data["rows"]), matrix=str(data["matrix"]),
+                         tree=dict(data["tree"]), version=int(data["version"]),
+                         dtype=str(data["dtype"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise VectorsError(f"{path}: not a readable vectors header ({exc})") from exc
+        if header.version != VECTORS_VERSION:
+            raise VectorsError(f"{path}: vectors format version {header.version}, this "
+                               f"decisionrag reads {VECTORS_VERSION}; run `decisionrag vectors`")
+        return header
+
+
+def available_sets(tree_path: str | os.PathLike[str]) -> list[VectorsHeader]:
+    """The vector sets stored beside a tree (any model, any precision; possibly stale)."""
+    folder = vectors_folder(tree_path)
+    if not folder.is_dir():
+        return []
+    found = []
+    for header in sorted(folder.glob("*.json")):
+        try:
+            found.append(VectorsHeader.read(header))
+        except VectorsError:
+            continue
+    return found
+
+
+def write_vectors(
+    tree_path: str | os.PathLike[str], matrix: npt.ArrayLike, *, model: str, precision: str,
+    tree_meta: dict[str, Any],
+) -> Path:
+    """Store `matrix` (rows = node ids) as the `model`/`precision` vectors of the tree."""
+    values = np.asarray(matrix)
+    if values.ndim != 2:
+        raise ValueError("vectors must be a matrix (one row per node id)")
+    folder = vectors_folder(tree_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = set_name(model, precision)
+    header_path = folder / f"{name}.json"
+    old = _old_matrix(header_path)
+    matrix_name = f"{name}-{secrets.token_hex(4)}.npy"
+    _atomic_write(folder / matrix_name,
+                  lambda out: np.save(out, values.astype(STORED_DTYPE, copy=False)))
+    header = VectorsHeader(model=model, precision=precision, dim=int(values.shape[1]),
+                           rows=int(values.shape[0]), matrix=matrix_name,
+                           tree=tree_stamp(tree_meta))
+    _atomic_write(header_path, lambda out: out.write(header.to_json().encode()))
+    if old is not None and old != matrix_name:
+        (folder / old).unlink(missing_ok=True)
+    return header_path
+
+
+def _old_matrix(header_path: Path) -> str | None:
+    if not header_path.is_file():
+        return None
+    try:
+        return VectorsHeader.read(header_path).matrix
+    except VectorsError:
+        return None
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+LEXICON_FILE = "lexicon.json"
+
+
+def write_lexicon(tree_path: str | os.PathLike[str], lexicon_json: str,
+                  tree_meta: dict[str, Any]) -> Path:
+    """Store the corpus's word statistics (model-independent) beside the vectors."""
+    folder = vectors_folder(tree_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"version": VECTORS_VERSION, "tree": tree_stamp(tree_meta)})
+    path = folder / LEXICON_FILE
+    _atomic_write(path, lambda out: out.write(f"{body}\n{lexicon_json}".encode()))
+    return path
+
+
+def read_lexicon(tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -> str | None:
+    """The stored word statistics (JSON text), or None when absent or built for another
+    version of the tree."""
+    try:
+        head, _, body = (vectors_folder(tree_path) / LEXICON_FILE).read_text("utf-8").partition("\n")
+        info = json.loads(head)
+    except (OSError, ValueError):
+        return None
+    if info.get("version") != VECTORS_VERSION or info.get("tree") != tree_stamp(tree_meta):
+        return None
+    return body
+
+
+class NodeVectors:
+    """One tree's vectors of one model and precision, memory-mapped read-only."""
+
+    def __init__(self, header: VectorsHeader, path: Path) -> None:
+        self.header = header
+        self.path = path
+        self.model, self.precision, self.dim = header.model, header.precision, header.dim
+        try:
+            self.matrix: np.ndarray = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise VectorsError(f"{path}: unreadable vectors ({exc})") from exc
+        if self.matrix.shape != (header.rows, header.dim):
+            raise VectorsError(f"{path}: shape {self.matrix.shape}, the header says "
+                               f"{(header.rows, header.dim)}; rebuild with `decisionrag vectors`")
+        self._offset = int(getattr(self.matrix, "offset", 0))
+
+    @classmethod
+    def open(
+        cls, tree_path: str | os.PathLike[str], tree_meta: dict[str, Any], *,
+        model: str | None = None, precision: str | None = None,
+    ) -> NodeVectors:
+        """The tree's vectors; with `model`/`precision`, exactly those (else the only set).
+        Raises VectorsError naming what is stored when nothing matches."""
+        sets = available_sets(tree_path)
+        if not sets:
+            raise VectorsError(f"{tree_path} has no stored vectors; build them with "
+                               f"`decisionrag vectors {tree_path}` (needs decisionrag[embedded])")
+        wanted = [s for s in sets if (model is None or s.model == model)
+                  and (precision is None or s.precision == precision)]
+        if not wanted:
+            stored = ", ".join(f"{s.model} ({s.precision})" for s in sets)
+            asked = f"{model or 'any model'} ({precision or 'any precision'})"
+            raise VectorsError(
+                f"{tree_path}: vectors are stored for {stored}, not for {asked}; rebuild them "
+                f"with `decisionrag vectors {tree_path}` for this model and precision, or use "
+                "the stored model")
+        if len(wanted) > 1:
+            names = ", ".join(f"{s.model} ({s.precision})" for s in wanted)
+            raise VectorsError(f"{tree_path}: several vector sets ({names}); name the model")
+        header = wanted[0]
+        if header.tree != tree_stamp(tree_meta):
+            raise VectorsError(
+                f"{tree_path}: the stored vectors ({header.model}) were built for another "
+                f"version of the tree; rebuild them with `decisionrag vectors {tree_path}`")
+        return cls(header, vectors_folder(tree_path) / header.matrix)
+
+    def __repr__(self) -> str:
+        return f"<NodeVectors {self.model} {self.precision} {self.header.rows}×{self.dim}>"
+
+    def row(self, node_id: int) -> np.ndarray:
+        return self.matrix[node_id]
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1 (a view of the mapping: read when used)."""
+        return self.matrix[start:stop]
+
+    def take(self, node_ids: Sequence[int]) -> np.ndarray:
+        """float32 rows of `node_ids`, in that order."""
+        return np.asarray(self.matrix[np.asarray(node_ids, dtype=np.int64)], dtype=np.float32)
+
+    def scan(self, query: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """`matrix[start:stop] @ query` (float32), read in chunks with plain reads so the
+        resident set stays at one chunk."""
+        stop = self.header.rows if stop is None else stop
+        out = np.empty(max(0, stop - start), dtype=np.float32)
+        q = np.asarray(query, dtype=np.float32)
+        row_bytes = self.dim * 2
+        with open(self.path, "rb", buffering=0) as handle:
+            for first in range(start, stop, SCAN_ROWS):
+                last = min(stop, first + SCAN_ROWS)
+                handle.seek(self._offset + first * row_bytes)
+                block = np.fromfile(handle, dtype=STORED_DTYPE, count=(last - first) * self.dim)
+                out[first - start:last - start] = block.reshape(-1, self.dim).astype(np.float32) @ q
+        return out
+
