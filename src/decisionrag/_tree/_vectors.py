@@ -44,7 +44,7 @@ from .._errors import TreeFormatError
 
 VECTORS_VERSION = 1
 STORED_DTYPE = np.float16
-SCAN_ROWS = 65_536  # rows read at once by `scan` (48 MB of 384-d float16)
+SCAN_ROWS = 16_384  # rows read at once by `scan` (12 MB of 384-d float16)
 
 
 class VectorsError(TreeFormatError):
@@ -216,6 +216,8 @@ class NodeVectors:
             raise VectorsError(f"{path}: shape {self.matrix.shape}, the header says "
                                f"{(header.rows, header.dim)}; rebuild with `decisionrag vectors`")
         self._offset = int(getattr(self.matrix, "offset", 0))
+        self._row_bytes = self.dim * np.dtype(STORED_DTYPE).itemsize
+        self._fd = os.open(path, os.O_RDONLY)
 
     @classmethod
     def open(
@@ -251,15 +253,41 @@ class NodeVectors:
         return f"<NodeVectors {self.model} {self.precision} {self.header.rows}×{self.dim}>"
 
     def row(self, node_id: int) -> np.ndarray:
-        return self.matrix[node_id]
+        return self.rows(node_id, node_id + 1)[0]
 
     def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows start..stop-1 (a view of the mapping: read when used)."""
-        return self.matrix[start:stop]
+        """Rows start..stop-1 (float16, a copy read with one positioned read: scattered
+        lookups through the mapping would fault in, and count as resident, tens of
+        kilobytes around every row)."""
+        count = max(0, min(stop, self.header.rows) - start)
+        data = os.pread(self._fd, count * self._row_bytes, self._offset + start * self._row_bytes)
+        return np.frombuffer(data, dtype=STORED_DTYPE).reshape(count, self.dim)
 
     def take(self, node_ids: Sequence[int]) -> np.ndarray:
-        """float32 rows of `node_ids`, in that order."""
-        return np.asarray(self.matrix[np.asarray(node_ids, dtype=np.int64)], dtype=np.float32)
+        """float32 rows of `node_ids`, in that order: one read per row for a few, chunked
+        reads through the file for many."""
+        ids = np.asarray(node_ids, dtype=np.int64)
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        if len(ids) * 16 < self.header.rows:
+            for index, node_id in enumerate(ids.tolist()):
+                out[index] = self.rows(node_id, node_id + 1)[0]
+            return out
+        order = np.argsort(ids, kind="stable")
+        ordered = ids[order]
+        for first in range(0, self.header.rows, SCAN_ROWS):
+            last = min(self.header.rows, first + SCAN_ROWS)
+            lo, hi = np.searchsorted(ordered, [first, last])
+            if lo < hi:
+                out[order[lo:hi]] = self.rows(first, last)[ordered[lo:hi] - first]
+        return out
+
+    def close(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
     def scan(self, query: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
         """`matrix[start:stop] @ query` (float32), read in chunks with plain reads so the
