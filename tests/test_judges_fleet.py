@@ -39,15 +39,16 @@ def test_requests_spread_evenly_while_all_are_healthy(fleet: list[Mock]) -> None
     judge = load_judge(f"jev-compatible:{urls}", max_questions=3)
 
     async def run() -> None:
-        for start in range(0, 90, 10):
+        for start in range(0, 300, 10):
             results = await asyncio.gather(*(judge.binary(request(i)) for i in range(start, start + 10)))
             assert all(len(r.probabilities) == 3 for r in results)
         await judge.aclose()
 
     asyncio.run(run())
     sent = [int(s["sent"]) for s in transport_of(judge).stats().values()]
-    assert sum(sent) == 90
-    assert min(sent) >= 20, sent  # 30 each when perfectly even; hashing of 90 contexts
+    assert sum(sent) == 300
+    # 100 each when perfectly even; hashing 300 contexts, a share under 70 is 3.7 sd away
+    assert min(sent) >= 70, sent
 
 
 def test_batches_of_one_context_stay_on_one_server(fleet: list[Mock]) -> None:
@@ -137,12 +138,14 @@ def test_navigation_over_the_fleet_survives_a_killed_server(fleet: list[Mock], s
     urls = ",".join(m.url for m in fleet)
     judge = load_judge(f"jev-compatible:{urls}", cooldown=30)
     navigator = Navigator(Tree.open(tmp_path / "x.tree"), judge)
-    questions = [f"Who founded the university in question {i}?" for i in range(8)]
-    ranked = []
-    for i, question in enumerate(questions):
-        if i == 4:
-            fleet[0].process.kill()
-            fleet[0].process.wait()
-        ranked.append(navigator.retrieve(question, k=3))
-    assert all(len(result.hits) == 3 for result in ranked)
-    assert transport_of(judge).stats()[fleet[0].url]["healthy"] == 0.0
+    transport = transport_of(judge)
+    ranked = [navigator.retrieve(f"Who founded the university in question {i}?", k=3)
+              for i in range(4)]
+    fleet[0].process.kill()
+    fleet[0].process.wait()
+    for i in range(4, 40):  # until the fleet has met the dead server (a few queries)
+        ranked.append(navigator.retrieve(f"Who founded the university in question {i}?", k=3))
+        if transport.stats()[fleet[0].url]["healthy"] == 0.0 and i >= 7:
+            break
+    assert transport.stats()[fleet[0].url]["healthy"] == 0.0
+    assert all(len(result.hits) == 3 and not result.degraded for result in ranked)
