@@ -1,0 +1,177 @@
+"""Load on `decisionrag serve`: N concurrent clients × M queries, against a simulated judge.
+
+    python benchmarks/serve_load.py [--clients 50] [--queries 20] [--workers 1]
+        [--judge simulated:latency=0.2] [--data ../shared/data/conditionalqa-dev]
+
+Builds the ConditionalQA dev tree once (``out/bench/cqa.tree``), starts the real server
+(`python -m decisionrag serve`, uvicorn) on 127.0.0.1 at a free port, then:
+
+1. one client asks `--queries` questions one after another: the single-client p50;
+2. `--clients` clients (each its own connection pool) ask `--queries` questions each, all at
+   once: errors, p50 / p99 per request, throughput (requests per second of wall time);
+3. the resident memory of every server process (the supervisor and each worker).
+
+Pass criteria (printed): 0 errors and loaded p50 <= 1.2 × single-client p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "conditionalqa-dev"
+OUT = Path(__file__).resolve().parents[1] / "out" / "bench"
+
+
+def ensure_tree(folder: Path, out: Path) -> Path:
+    from decisionrag import build_tree
+
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        build_tree([folder / "corpus.jsonl"], out, format="jsonl")
+    return out
+
+
+def load_questions(folder: Path) -> list[dict[str, str]]:
+    with (folder / "queries.jsonl").open(encoding="utf-8") as lines:
+        items = [json.loads(line) for line in lines if line.strip()]
+    return [{"query": item["text"], "context": item.get("context", "")} for item in items]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(
+    tree: Path, judge: str, workers: int, port: int, extra: list[str]
+) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "decisionrag", "serve", f"cqa={tree}", "--judge", judge,
+               "--port", str(port), "--workers", str(workers), "--log-level", "warning", *extra]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"serve exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit("serve did not become ready")
+
+
+def server_processes(pid: int) -> list[int]:
+    """`pid` and its descendants (uvicorn's workers are children of the supervisor)."""
+    found = [pid]
+    for current in found:
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            found.extend(int(child) for child in children if int(child) not in found)
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def one_client(url: str, questions: list[dict[str, str]], latencies: list[float],
+                     errors: list[str]) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        for body in questions:
+            start = time.perf_counter()
+            try:
+                response = await client.post("/v1/retrieve", json={**body, "k": 10})
+            except httpx.HTTPError as exc:
+                errors.append(type(exc).__name__)
+                continue
+            if response.status_code != 200 or not response.json().get("results"):
+                errors.append(str(response.status_code))
+                continue
+            latencies.append(time.perf_counter() - start)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def load(url: str, clients: int, questions: list[dict[str, str]], per_client: int) -> dict[str, float]:
+    latencies: list[float] = []
+    errors: list[str] = []
+    start = time.perf_counter()
+    await asyncio.gather(*(
+        one_client(url, [questions[(c * per_client + i) % len(questions)] for i in range(per_client)],
+                   latencies, errors)
+        for c in range(clients)))
+    wall = time.perf_counter() - start
+    return {"requests": clients * per_client, "errors": len(errors), "wall_s": wall,
+            "p50": statistics.median(latencies) if latencies else float("nan"),
+            "p99": percentile(latencies, 0.99), "throughput": len(latencies) / wall}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--queries", type=int, default=20, help="queries per client")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--judge", default="simulated:latency=0.2")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--serve-arg", action="append", default=[], help="extra `serve` argument")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    tree = ensure_tree(args.data, OUT / "cqa.tree")
+    questions = load_questions(args.data)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = start_server(tree, args.judge, args.workers, port, args.serve_arg)
+    try:
+        single = asyncio.run(load(url, 1, questions, args.queries))
+        loaded = asyncio.run(load(url, args.clients, questions, args.queries))
+        memory = {pid: rss_mb(pid) for pid in server_processes(process.pid)}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    workers = [mb for pid, mb in memory.items() if pid != process.pid] or list(memory.values())
+    ratio = loaded["p50"] / single["p50"]
+    figures = {"workers": args.workers, "judge": args.judge, "clients": args.clients,
+               "queries_per_client": args.queries, "single": single, "loaded": loaded,
+               "p50_ratio": ratio, "rss_mb": {str(pid): round(mb, 1) for pid, mb in memory.items()}}
+    print(f"decisionrag serve --workers {args.workers}, judge {args.judge}, tree {tree.name} "
+          f"({os.cpu_count()} CPUs)")
+    print(f"{'run':<22}{'requests':>9}{'errors':>8}{'p50 s':>8}{'p99 s':>8}{'req/s':>8}{'wall s':>8}")
+    for name, row in ((f"1 client × {args.queries}", single),
+                      (f"{args.clients} clients × {args.queries}", loaded)):
+        print(f"{name:<22}{row['requests']:>9}{row['errors']:>8}{row['p50']:>8.3f}{row['p99']:>8.3f}"
+              f"{row['throughput']:>8.1f}{row['wall_s']:>8.1f}")
+    errors = loaded["errors"] + single["errors"]
+    print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)")
+    print("RSS per process (MB): " + ", ".join(
+        f"{'supervisor' if pid == process.pid and len(memory) > 1 else 'worker'} {mb:.0f}"
+        for pid, mb in memory.items()) + f"; per worker {statistics.mean(workers):.0f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    ok = loaded["errors"] == 0 and single["errors"] == 0 and ratio <= 1.2
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
