@@ -110,6 +110,28 @@ def test_workers_minilm_vectors_are_bit_identical_to_the_local_encoder(local_ray
     assert np.array_equal(remote, local)
 
 
+def test_passage_vectors_embedded_on_ray_equal_the_local_ones(local_ray: None, shared_data: Path,
+                                                              tmp_path: Path) -> None:
+    from decisionrag._tree._vectors import vectors_folder
+
+    corpus = shared_data / "xquad-en" / "corpus.jsonl"
+    local = build_tree([corpus], tmp_path / "local.tree", vectors=True,
+                       vectors_precision="float32")
+    on_ray = build_on_ray([corpus], tmp_path / "ray.tree", vectors=True,
+                          vectors_precision="float32", options=RayOptions(workers=1))
+    assert local.vectors is not None and on_ray.vectors is not None
+    assert (on_ray.vectors.model, on_ray.vectors.precision, on_ray.vectors.passages) == \
+        (local.vectors.model, local.vectors.precision, local.vectors.passages) == \
+        (local.vectors.model, "float32", 240)
+    # file names carry each tree's own stamp: pair them in order
+    local_files, ray_files = (sorted(vectors_folder(tmp_path / name).glob("*.npy"))
+                              for name in ("local.tree", "ray.tree"))
+    assert local_files and len(local_files) == len(ray_files)
+    for mine, theirs in zip(local_files, ray_files, strict=True):
+        a, b = np.load(mine), np.load(theirs)
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
 def test_chunk_plan_is_the_local_encoders() -> None:
     texts = [("x" * (i % 7)) + str(i) for i in range(2500)]
     plan = chunk_plan(texts, 1024)

@@ -156,7 +156,6 @@ def _run_build(args: argparse.Namespace) -> int:
         raise InputError("--vectors-model/--vectors-precision contradict --no-vectors")
     vectors: bool | str = False if args.no_vectors else (True if explicit else "auto")
     if args.engine == "ray":
-        from .._app._build import store_vectors
         from .._scale import RayOptions, build_on_ray
 
         ray_options = RayOptions(address=args.address, workers=args.ray_workers,
@@ -165,10 +164,8 @@ def _run_build(args: argparse.Namespace) -> int:
         report = build_on_ray(args.sources, args.out, options=ray_options, format=args.format,
                               cluster=args.cluster, cluster_model=args.cluster_model,
                               cluster_options=options, progress=not args.quiet,
-                              force=args.force)
-        if vectors:
-            store_vectors(report, required=vectors is True, model=args.vectors_model,
-                          precision=args.vectors_precision, progress=not args.quiet)
+                              force=args.force, vectors=vectors, vectors_model=args.vectors_model,
+                              vectors_precision=args.vectors_precision)
     else:
         if args.address or args.ray_workers or args.precision:
             raise InputError("--address, --ray-workers and --precision go with --engine ray")
