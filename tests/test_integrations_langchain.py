@@ -33,8 +33,10 @@ from decisionrag import (
     BinaryRequest,
     Candidate,
     ChoiceRequest,
+    JudgeConfigError,
     JudgeProtocolError,
     JudgeUnavailable,
+    Limits,
     Navigator,
     ScriptedJudge,
     Tree,
@@ -204,6 +206,23 @@ async def test_max_questions_splits_a_binary_request_over_the_same_state() -> No
     assert len(result.probabilities) == 5 and result.usage.requests == 3
     assert {state for state, _ in model.seen} == {"word3 is here"}
     assert [len(q) for _, q in model.seen] == [2, 2, 1]
+
+
+def test_langchain_judge_options_are_typed_and_unknown_ones_name_the_known() -> None:
+    model = KeywordDecisionModel()
+    judge = judge_from_langchain(model, max_tokens="900", name="kw", price_per_million_input=1.0)
+    assert judge.limits == Limits(max_tokens=900) and judge.name == "kw"
+    assert judge.price_per_million_input == 1.0
+    assert judge_from_langchain(model, limits=Limits(max_options=3)).limits == Limits(max_options=3)
+    with pytest.raises(JudgeConfigError, match=r"unknown options \['max_question'\]; "
+                                                r"known options: limits, name, .*max_questions"):
+        judge_from_langchain(model, max_question=2)
+    with pytest.raises(JudgeConfigError, match="unknown options"):
+        load_judge(model, temperature=0.5)
+    with pytest.raises(JudgeConfigError, match="not both"):
+        judge_from_langchain(model, limits=Limits(), max_questions=2)
+    with pytest.raises(JudgeConfigError, match="max_questions='two' is not a valid int"):
+        judge_from_langchain(model, max_questions="two")
 
 
 async def test_provider_failures_and_wrong_answers_become_judge_errors() -> None:

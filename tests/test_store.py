@@ -67,3 +67,26 @@ def test_update_adds_documents(tmp_path: Path) -> None:
         assert len(group) == 1
         assert [d.key for d in tree.children(group[0].id)] == ["a", "b"]
         assert group[0].n_passages == 2
+
+
+def test_one_ancestry_walk_for_writer_reader_and_view(tmp_path: Path) -> None:
+    from decisionrag._navigate._view import TreeView
+    from decisionrag._tree import ancestry
+
+    out = tmp_path / "t.tree"
+    with TreeWriter(out) as writer:
+        writer.add_document(_doc("a", "Alpha", [(("H",), "x")], groups=["G", "Sub"]))
+    with TreeWriter.update(out) as writer:  # the writer finds G > Sub again by its ancestry
+        writer.add_document(_doc("b", "Beta", [((), "y")], groups=["G", "Sub"]))
+    with Tree.open(out) as tree:
+        assert tree.counts["group"] == 2
+        passage = tree.passages(tree.node("a").id)[0]
+        chain = tree.path(passage.id)
+        assert [n.title for n in chain] == ["", "G", "Sub", "Alpha", "H", ""]
+        assert ancestry(passage.id, tree.node) == chain and ancestry(None, tree.node) == []
+        view = TreeView(tree, len)
+        beta = tree.node("b")
+        assert [n.title for n in view.ancestors(beta)] == ["G", "Sub"]
+        assert view.ancestors(beta) == tree.path(beta.id)[1:-1]
+        assert view.ancestors(tree.root) == []
+        assert view.path(passage) == ("G", "Sub", "Alpha", "H")

@@ -9,10 +9,18 @@ any judge's; the model's own exceptions become `JudgeUnavailable` (``raise ... f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import JudgeError, JudgeProtocolError, JudgeRequestError, JudgeUnavailable, missing_extra
+from .._errors import (
+    JudgeConfigError,
+    JudgeError,
+    JudgeProtocolError,
+    JudgeRequestError,
+    JudgeUnavailable,
+    missing_extra,
+)
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -25,6 +33,7 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
+from ._options import JudgeOptions
 
 try:
     from langchain_core.decisions import BaseDecisionModel, Choice, ClassifierResponse, Noul
@@ -33,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise missing_extra("langchain-core", "langchain") from exc
 
 CHOICE_ID = "choice"
+_LIMIT_NAMES = ("max_questions", "max_options", "max_tokens")
 
 
 class LangChainJudge(Judge):
@@ -115,16 +125,32 @@ def _check_ids(response: ClassifierResponse, asked: Mapping[str, Any],
                                  f"(got {kinds or 'nothing'})")
 
 
+@dataclasses.dataclass(frozen=True)
+class LangChainOptions(JudgeOptions):
+    """What `judge_from_langchain` takes: ``limits`` whole, or any of ``max_questions`` /
+    ``max_options`` / ``max_tokens`` (the rest left at `Limits`' defaults), not both."""
+
+    limits: Limits | None = None
+    name: str | None = None
+    price_per_million_input: float | None = None
+    max_questions: int | None = None
+    max_options: int = Limits().max_options
+    max_tokens: int | None = None
+
+    def chosen_limits(self) -> Limits | None:
+        given = {name: getattr(self, name) for name in _LIMIT_NAMES if name in self.given}
+        if not given:
+            return self.limits
+        if "limits" in self.given:
+            raise JudgeConfigError("judge_from_langchain: give limits= or "
+                                   "max_questions=/max_options=/max_tokens=, not both")
+        return Limits(**given)
+
+
 def judge_from_langchain(model: BaseDecisionModel, **options: Any) -> LangChainJudge:
     """A decisionrag judge answered by `model`; options: ``limits``, ``name``,
-    ``price_per_million_input``, or ``max_questions`` / ``max_options`` / ``max_tokens``."""
-    limit_names = ("max_questions", "max_options", "max_tokens")
-    given = {name: options.pop(name) for name in limit_names if name in options}
-    if given:
-        if "limits" in options:
-            raise TypeError("give limits= or max_questions=/max_options=/max_tokens=, not both")
-        options["limits"] = Limits(**given)
-    unknown = set(options) - {"limits", "name", "price_per_million_input"}
-    if unknown:
-        raise TypeError(f"judge_from_langchain: unknown options {sorted(unknown)}")
-    return LangChainJudge(model, **options)
+    ``price_per_million_input``, or ``max_questions`` / ``max_options`` / ``max_tokens``
+    (`LangChainOptions`; an unknown one is a `JudgeConfigError` naming the known ones)."""
+    given = LangChainOptions.parse(options, "judge_from_langchain")
+    return LangChainJudge(model, limits=given.chosen_limits(), name=given.name,
+                          price_per_million_input=given.price_per_million_input)

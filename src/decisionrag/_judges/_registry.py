@@ -94,10 +94,7 @@ def _judge_of(model: Any, options: dict[str, Any]) -> Judge:
            for cls in type(model).__mro__):
         from ._langchain import judge_from_langchain
 
-        try:
-            return judge_from_langchain(model, **options)
-        except TypeError as exc:
-            raise JudgeConfigError(str(exc)) from exc
+        return judge_from_langchain(model, **options)  # JudgeConfigError on a bad option
     raise JudgeConfigError(
         f"load_judge takes a judge id, a Judge or a LangChain BaseDecisionModel, "
         f"not {type(model).__name__}"

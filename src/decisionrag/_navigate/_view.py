@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import InputError
-from .._tree import Node, NodeKind, Tree
+from .._tree import Node, NodeKind, Tree, ancestry
 from .._tree._summaries import Summary
 from .._tree._vectors import NodeVectors
 from .._words import Lexicon
@@ -199,9 +199,6 @@ class TreeView:
             return dict(passage.meta)
         return {**self.node(passage.doc).meta, **passage.meta}
 
-    # -- ancestry and reading order ---------------------------------------------------------
-
-
     def admissible(self, nodes: Sequence[Node], test: Filter) -> list[Node]:
         """The candidates among `nodes` that can satisfy `test`: roots, groups and documents
         by the summary of the documents below them (None: unknown, kept), sections when one
@@ -221,17 +218,13 @@ class TreeView:
             if ok:
                 kept.append(node)
         return kept
+
+    # -- ancestry and reading order ---------------------------------------------------------
+
     def ancestors(self, node: Node) -> list[Node]:
-        """Groups and pages above `node`, outermost first (root excluded)."""
-        chain: list[Node] = []
-        current = node.parent
-        while current is not None:
-            parent = self.node(current)
-            if parent.kind == NodeKind.ROOT:
-                break
-            chain.append(parent)
-            current = parent.parent
-        return chain[::-1]
+        """Groups and pages above `node`, outermost first (root excluded); read through the
+        view's node cache."""
+        return [n for n in ancestry(node.parent, self.node) if n.kind != NodeKind.ROOT]
 
     def reading_key(self, node: Node) -> tuple[int, ...]:
         """Sorts any mix of pages and passages into reading order."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -55,6 +56,17 @@ class Node:
     def url(self) -> str | None:
         value = self.meta.get("url")
         return str(value) if value else None
+
+
+def ancestry(node_id: int | None, node_of: Callable[[int], Node]) -> list[Node]:
+    """The nodes from the root down to `node_id` itself (empty for None), each read with
+    `node_of` (the reader's, the writer's or a cached lookup): the one walk up the parents."""
+    chain: list[Node] = []
+    while node_id is not None:
+        node = node_of(node_id)
+        chain.append(node)
+        node_id = node.parent
+    return chain[::-1]
 
 
 class DocumentHead(NamedTuple):

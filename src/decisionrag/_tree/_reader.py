@@ -11,7 +11,7 @@ from typing import Any
 
 from .._errors import TreeFormatError
 from . import _edits
-from ._model import DocumentSpec, Node, NodeKind
+from ._model import DocumentSpec, Node, NodeKind, ancestry
 from ._schema import (
     _COLUMNS,
     _DOCUMENT,
@@ -117,13 +117,7 @@ class Tree:
 
     def path(self, node_id: int) -> list[Node]:
         """The ancestors of a node from the root down to the node itself."""
-        chain: list[Node] = []
-        current: int | None = node_id
-        while current is not None:
-            node = self.node(current)
-            chain.append(node)
-            current = node.parent
-        return chain[::-1]
+        return ancestry(node_id, self.node)
 
     def subtree(self, node_id: int) -> list[Node]:
         """A document's or section's nodes (itself, sections, passages) in reading order."""

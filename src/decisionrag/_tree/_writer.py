@@ -14,7 +14,7 @@ from typing import Any
 from .._errors import InputError
 from .._files import temporary_beside
 from . import _edits
-from ._model import DocumentHead, DocumentSpec, Node, NodeKind
+from ._model import DocumentHead, DocumentSpec, Node, NodeKind, ancestry
 from ._reader import Tree
 from ._schema import (
     _BATCH,
@@ -105,16 +105,13 @@ class TreeWriter:
             self._groups[path] = gid
 
     def _ancestry(self, node_id: int) -> list[Node]:
-        chain: list[Node] = []
-        current: int | None = node_id
-        while current is not None:
-            sql = f"SELECT {_COLUMNS} FROM nodes WHERE id=?"
-            row = self._db.execute(sql, (current,)).fetchone()
-            node = _row_to_node(row)
-            if node.kind != NodeKind.ROOT:
-                chain.append(node)
-            current = node.parent
-        return chain[::-1]
+        """The groups (and pages) above and including `node_id`, root excluded."""
+        return [n for n in ancestry(node_id, self._read_node) if n.kind != NodeKind.ROOT]
+
+    def _read_node(self, node_id: int) -> Node:
+        """A node as written so far (this transaction's rows included)."""
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE id=?", (node_id,)).fetchone()
+        return _row_to_node(row)
 
     # -- writing -------------------------------------------------------------------------
 
