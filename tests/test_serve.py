@@ -147,6 +147,18 @@ def test_operations_endpoints(server: str) -> None:
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
 
 
+def test_docs_page_needs_no_network(server: str) -> None:
+    import re
+
+    page = HTTP.get(f"{server}/docs")
+    assert page.status_code == 200
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page.text) + re.findall(r"url: '([^']+)'", page.text)
+    assert assets and all(a.startswith("/") for a in assets), assets  # nothing from a CDN
+    assert "cdn" not in page.text.lower()
+    for asset in assets:
+        assert HTTP.get(f"{server}{asset}").status_code == 200, asset
+
+
 def test_request_id_is_taken_from_the_client(server: str) -> None:
     response = HTTP.get(f"{server}/v1/trees", headers={"X-Request-ID": "abc-123"})
     assert response.headers["x-request-id"] == "abc-123"

@@ -30,6 +30,7 @@ from .._judges import Judge
 from .._navigate import PRESET_NAMES
 from ._answer import answer_router
 from ._auth import KeyRing, Principal
+from ._docs import mount_offline_docs
 from ._errors import ServeError, too_large
 from ._logging import REQUEST_ID
 from ._metrics import Metrics
@@ -112,7 +113,10 @@ def create_app(
         version=__version__,
         summary="Retriever-free retrieval: a decision model walks a tree of your corpus.",
         lifespan=lifespan,
+        docs_url=None,  # mounted from local files below: FastAPI's page needs a CDN
+        redoc_url=None,
     )
+    mount_offline_docs(app)
     app.state.service = service
     app.state.settings = settings
     app.state.draining = False
