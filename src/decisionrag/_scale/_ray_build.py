@@ -27,9 +27,6 @@ import numpy as np
 from .._embed import CHUNK_SIZE
 from .._errors import InputError, missing_extra
 
-# A block is one file to parse; a parse result of many documents (a JSONL shard) is one row.
-_PARSE_BLOCK = 1
-
 
 @dataclass(frozen=True, slots=True)
 class RayOptions:
@@ -110,7 +107,8 @@ def ray_read(plan: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
     if not plan:
         return
     items = [{"i": i, "source": pickle.dumps(source)} for i, source in enumerate(plan)]
-    dataset = ray.data.from_items(items, override_num_blocks=max(1, len(items) // _PARSE_BLOCK))
+    # one block a file, so files parse in parallel; a JSONL shard's documents are one row
+    dataset = ray.data.from_items(items, override_num_blocks=len(items))
     for row in dataset.map(_parse_row).iter_rows():
         result = pickle.loads(row["result"])
         if isinstance(result, InputError):
