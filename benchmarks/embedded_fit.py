@@ -32,7 +32,13 @@ import numpy as np
 
 from decisionrag._eval import EvalSettings, evaluate, load_dataset
 from decisionrag._judges._base import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge
-from decisionrag._judges._embedded import Calibration, EmbeddedJudge, embedded_judge, leads
+from decisionrag._judges._embedded import (
+    Calibration,
+    EmbeddedJudge,
+    embedded_judge,
+    leads,
+    searched_text,
+)
 
 DATA = Path("/work/shared/data")
 if not DATA.is_dir():
@@ -51,13 +57,13 @@ class Recorder(Judge):
 
     def _scores(self, request: BinaryRequest | ChoiceRequest) -> np.ndarray:
         lexicon = request.statistics
-        return self.inner.scores(request.query or request.context, request.candidates, lexicon)
+        return self.inner.scores(searched_text(request), request.candidates, lexicon)
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         result = await self.inner.binary(request)
         ids = [c.id for c in request.candidates]
         self.binary_log.append((request.query, ids, self._scores(request)))
-        evidence = self.inner.evidence(request.query or request.context, request.candidates,
+        evidence = self.inner.evidence(searched_text(request), request.candidates,
                                        request.statistics)
         self.evidence_log.append((request.query, ids, np.stack(evidence, axis=1)))
         return result

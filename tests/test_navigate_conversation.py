@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from _navigate_helpers import asked, pets_tree
 from decisionrag._judges import Candidate, ScriptedJudge
+from decisionrag._judges._base import BinaryRequest
+from decisionrag._judges._embedded import EmbeddedJudge, searched_text
 from decisionrag._navigate import PRESETS, Conversation, Navigator, StageSettings
+from decisionrag._query import Query
 from decisionrag._tree import Tree
 
 # what each user turn is about: the group, page and passage a perfect judge would pick
@@ -106,3 +111,61 @@ def test_stale_notepad_keys_are_ignored(tmp_path: Path) -> None:
         "q", notepad=["gone", "c1-p0"]
     )
     assert result.hits  # a removed page or a passage key in the notepad is simply skipped
+
+
+class RecordingRetriever:
+    """A flat retriever that records what it was asked and returns fixed passages."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def retrieve(self, text: str, k: int) -> list[tuple[str, float]]:
+        self.asked.append(text)
+        return [("f1-p0", 1.0)][:k]
+
+
+def test_similarity_search_uses_the_current_turn_as_flat_retrievers_do(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    judge = ScriptedJudge()
+    retriever = RecordingRetriever()
+    preset = replace(PRESETS["md2d"], hybrid_k=3)
+    history = [{"role": "user", "text": "my cat is ill"}, {"role": "agent", "text": "what signs?"}]
+    Navigator(tree, judge, preset, retriever=retriever).retrieve("it sneezes", history=history)
+    assert retriever.asked == ["it sneezes"]
+    assert judge.calls and all(call.search == "it sneezes" for call in judge.calls)
+    assert "User: my cat is ill" in judge.calls[0].query  # the rendered query keeps the turns
+
+
+def test_a_question_with_a_situation_searches_with_both(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    judge = ScriptedJudge()
+    Navigator(tree, judge, "auto").retrieve(Query("Can I get it?", context="I have a dog."))
+    assert {call.search for call in judge.calls} == {"I have a dog. Can I get it?"}
+    assert judge.calls[0].query.startswith("User's situation: I have a dog.")
+
+
+class WordEncoder:
+    """A toy encoder: one dimension per known word, so tests can see what was embedded."""
+
+    WORDS = ("cat", "dog", "fish", "sneezes")
+    name, dim, precision = "words", 4, "float32"
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.encoded.extend(texts)
+        rows = np.array([[float(w in t.lower()) for w in self.WORDS] for t in texts]) + 1e-3
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_the_embedded_judge_embeds_the_search_text_not_the_rendered_query() -> None:
+    encoder = WordEncoder()
+    judge = EmbeddedJudge(encoder)
+    candidates = (Candidate("a", "a dog"), Candidate("b", "a fish"))
+    request = BinaryRequest("ctx", ("a?", "b?"), "Conversation:\nUser: my dog\nUser: fish?",
+                            candidates, search="fish?")
+    result = asyncio.run(judge.binary(request))
+    assert "fish?" in encoder.encoded and request.query not in encoder.encoded
+    assert result.probabilities[1] > result.probabilities[0]
+    assert searched_text(replace(request, search="")) == request.query

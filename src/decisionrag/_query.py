@@ -41,6 +41,14 @@ class Query:
     def is_conversational(self) -> bool:
         return bool(self.history)
 
+    @property
+    def search_text(self) -> str:
+        """What a similarity search is asked (flat retrievers, hybrid candidates, judges that
+        embed the query): situation + question, or in a conversation its current turn."""
+        if self.is_conversational:
+            return self.text
+        return f"{self.context} {self.text}".strip()
+
     def check(self) -> Query:
         """This query, or `InputError` when it cannot be asked: an empty question, or text
         that is not valid Unicode (a byte that was not UTF-8 on the command line arrives as a

@@ -53,7 +53,7 @@ class EvalQuery:
 
     def flat_text(self) -> str:
         """What a flat retriever is asked: scenario + question (ConditionalQA) or the last turn."""
-        return f"{self.context} {self.text}".strip() if self.context else self.text
+        return self.to_query().search_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,7 @@ class BinaryRequest:
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
     statistics: Any = field(default=None, compare=False, repr=False)
+    search: str = ""  # what a similarity judge embeds (Query.search_text); query if empty
 
     def __post_init__(self) -> None:
         if self.candidates and len(self.candidates) != len(self.questions):
@@ -122,6 +123,7 @@ class ChoiceRequest:
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
     statistics: Any = field(default=None, compare=False, repr=False)
+    search: str = ""  # what a similarity judge embeds (Query.search_text); query if empty
 
     def __post_init__(self) -> None:
         if self.candidates and len(self.candidates) != len(self.options):

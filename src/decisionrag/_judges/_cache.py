@@ -54,7 +54,8 @@ class CachedJudge(Judge):
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         key = self._key("binary", {"context": request.context, "questions": request.questions,
-                                   "query": request.query, "candidates": _pairs(request)})
+                                   "query": request.query, "search": request.search,
+                                   "candidates": _pairs(request)})
         stored = self._read(key, len(request.questions))
         if stored is not None:
             return BinaryResult(stored, self._hit_usage())
@@ -65,6 +66,7 @@ class CachedJudge(Judge):
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         key = self._key("choice", {"context": request.context, "question": request.question,
                                    "options": request.options, "query": request.query,
+                                   "search": request.search,
                                    "candidates": _pairs(request)})
         stored = self._read(key, len(request.options))
         if stored is not None:

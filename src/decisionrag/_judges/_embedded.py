@@ -225,7 +225,7 @@ class EmbeddedJudge(Judge):
                 f"{self.name}: the request carries no candidate texts; the embedded judge "
                 "needs request.candidates (it does not parse the rendered context)"
             )
-        return request.query or request.context
+        return searched_text(request)
 
     def _usage(self, query: str, candidates: Sequence[Candidate], start: float) -> Usage:
         tokens = estimate_tokens(query) + sum(estimate_tokens(c.text) for c in candidates)
@@ -260,6 +260,12 @@ class EmbeddedJudge(Judge):
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         return await asyncio.to_thread(self._choice, request)
+
+
+def searched_text(request: BinaryRequest | ChoiceRequest) -> str:
+    """What the judge embeds and matches words against: the request's search text (the
+    situation + question, or a conversation's current turn), else its rendered query."""
+    return request.search or request.query or request.context
 
 
 def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:

@@ -80,10 +80,12 @@ class LevelEngine:
 
     def __init__(self, view: TreeView, judge: Judge, query_text: str, task: TaskWording,
                  concurrency: int | None = None, form: QuestionForm = "paper",
-                 on_failure: OnFailure = "degrade", max_input_tokens: int | None = None) -> None:
+                 on_failure: OnFailure = "degrade", max_input_tokens: int | None = None,
+                 search_text: str = "") -> None:
         self.view = view
         self.judge = judge
         self.query_text = query_text
+        self.search_text = search_text
         self.task = task
         self.form: QuestionForm = form
         self.trace = Trace()
@@ -175,7 +177,7 @@ class LevelEngine:
             keep_siblings=settings.keep_siblings,
         )
         requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form,
-                                   self.view.lexicon)
+                                   self.view.lexicon, self.search_text)
                     for chunk in chunks]
         self.check_budget(stage, sum(map(self.request_tokens, requests)))
         cut = [e for e in entries if e.truncated_from is not None]

@@ -362,18 +362,20 @@ def binary_request(
     notepad: Sequence[str] = (),
     form: QuestionForm = "paper",
     statistics: Any = None,
+    search: str = "",
 ) -> BinaryRequest:
     return BinaryRequest(
         context=render_context(query_text, entries, kind, task, notepad, form),
         questions=questions(kind, task, len(entries), form),
         query=query_text,
+        search=search,
         candidates=tuple(map(_CANDIDATE, entries)),
         statistics=statistics,
     )
 
 
 def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording,
-                   statistics: Any = None) -> ChoiceRequest:
+                   statistics: Any = None, search: str = "") -> ChoiceRequest:
     """The final choice: the shortlist only, in reading order, formatted as in binary scoring."""
     name = label("passage", task)
     return ChoiceRequest(
@@ -381,6 +383,7 @@ def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording,
         question=_CHOICE_QUESTIONS[task],
         options=numbered(f"[{name} {{n}}]", len(entries)),  # labels no cleaned text contains
         query=query_text,
+        search=search,
         candidates=tuple(map(_CANDIDATE, entries)),
         statistics=statistics,
     )

@@ -42,7 +42,8 @@ async def rerank_texts(
         raise ValueError("rerank_texts: one title per text")
     if not texts:
         return [], Usage()
-    query_text = render_query(Query.of(query), "qa")
+    asked = Query.of(query)
+    query_text, search = render_query(asked, "qa"), asked.search_text
     entries = [Entry(f"c{i}", text, (titles[i],) if titles and titles[i] else (), None, True)
                for i, text in enumerate(texts)]
     chunks = pack(entries, judge.count_tokens,
@@ -52,7 +53,8 @@ async def rerank_texts(
     usage = Usage()
     binary: list[float] = []
     for chunk in chunks:
-        result = await judge.binary(binary_request(query_text, chunk, "passage", "qa"))
+        result = await judge.binary(binary_request(query_text, chunk, "passage", "qa",
+                                                   search=search))
         binary.extend(result.probabilities)
         usage = usage + result.usage
     order = sorted(range(len(texts)), key=lambda i: -binary[i])
@@ -60,7 +62,8 @@ async def rerank_texts(
     m = min(choice_top, len(texts), judge.limits.max_options)
     if m >= 2:
         shortlist = sorted(order[:m])  # in the given order
-        chosen = await judge.choice(choice_request(query_text, [entries[i] for i in shortlist], "qa"))
+        shortlisted = [entries[i] for i in shortlist]
+        chosen = await judge.choice(choice_request(query_text, shortlisted, "qa", search=search))
         usage = usage + chosen.usage
         choice = dict(zip(shortlist, chosen.probabilities, strict=True))
         order[:m] = sorted(order[:m], key=lambda i: -choice[i])

@@ -55,7 +55,8 @@ class Walk:
             query, self.task, query_budget(judge.limits.max_tokens), judge.count_tokens)
         self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency,
                                   form=preset.questions, on_failure=preset.on_failure,
-                                  max_input_tokens=max_input_tokens)
+                                  max_input_tokens=max_input_tokens,
+                                  search_text=query.search_text)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
@@ -343,9 +344,7 @@ class Walk:
         return found
 
     def retriever_text(self) -> str:
-        if self.task == "conversation":
-            return " ".join(turn.text for turn in self.query.last_turns(6))
-        return f"{self.query.context} {self.query.text}".strip()
+        return self.query.search_text
 
     async def judge_passages(self, passages: list[Node]) -> list[Scored]:
         settings = self.preset.passages
@@ -407,7 +406,8 @@ class Walk:
         entries = [self.view.entry("passage", s.node, "description") for s in in_reading_order]
         stage = self.levels.new_stage(Stage.CHOICE.value, [e.key for e in entries])
         stage.nodes = [s.node for s in in_reading_order]
-        request = choice_request(self.query_text, entries, self.task, self.view.lexicon)
+        request = choice_request(self.query_text, entries, self.task, self.view.lexicon,
+                                 self.query.search_text)
         result = await self.levels.send_choice(stage, request)
         if result is None:  # degraded: the binary order stands
             self.levels.close_stage(stage, ranked[:m], [])
