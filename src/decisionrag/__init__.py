@@ -64,6 +64,7 @@ from ._navigate import (
     Navigator,
     NotepadSettings,
     Preset,
+    RecoverySettings,
     Result,
     Retriever,
     StageSettings,
@@ -72,7 +73,7 @@ from ._navigate import (
     get_preset,
 )
 from ._query import Query, Turn
-from ._retrievers import BM25Retriever, DenseRetriever
+from ._retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ._tree import DocumentSpec, Node, NodeKind, PassageSpec, Tree, TreeWriter
 from ._version import __version__
 
@@ -102,6 +103,7 @@ __all__ = [
     "EvalSettings",
     "HeadingSettings",
     "Hit",
+    "HybridRetriever",
     "InputError",
     "Judge",
     "JudgeConfigError",
@@ -121,6 +123,7 @@ __all__ = [
     "PassageSpec",
     "Preset",
     "Query",
+    "RecoverySettings",
     "QueryDeadline",
     "Result",
     "Retriever",
