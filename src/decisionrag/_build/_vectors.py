@@ -88,15 +88,19 @@ def embed_tree(
 
 
 def store_vectors(report: Any, *, required: bool, model: str | None = None,
-                  precision: str | None = None, progress: bool = False) -> None:
+                  precision: str | None = None, progress: bool = False,
+                  encoder: Callable[[], EncodeFn] | None = None) -> None:
     """Embed the tree at `report.path` (a BuildReport; the vectors' report lands in
     `report.vectors`); without the embedded extra, raise when `required`, else leave a note
-    in `report.vectors_note`."""
+    in `report.vectors_note`. `encoder`, when given, makes the encode function (a build
+    engine's, e.g. Ray actors running the model; it may raise MissingDependency like the
+    local encoder does), and the vectors are filed under `model` and `precision`."""
     from .._errors import MissingDependency
 
     try:
+        encode = encoder() if encoder is not None else None
         report.vectors = embed_tree(report.path, model=model, precision=precision,
-                                    progress=progress)
+                                    encode=encode, progress=progress)
     except MissingDependency as exc:
         if required:
             raise

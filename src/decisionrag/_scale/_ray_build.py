@@ -14,7 +14,6 @@ reports it as the single-machine build would.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import pickle
 from collections.abc import Callable, Iterator, Sequence
@@ -257,22 +256,21 @@ def _store_vectors_on_ray(report: Any, options: RayOptions, required: bool, mode
                           precision: str | None,
                           encode: Callable[[Sequence[str]], np.ndarray] | None) -> None:
     """The tree's passage vectors embedded on Ray and filed under the model name and
-    precision a local build would use, so judges accept them; without the embedded extra,
-    an error when `required`, else a note in the report (as `store_vectors` does)."""
-    from .._build._vectors import embed_tree
-    from .._embed import DEFAULT_MODEL, resolve_precision
+    precision a local build would use, so judges accept them (`store_vectors` decides what
+    a missing embedded extra means)."""
+    from .._build._vectors import store_vectors
+    from .._embed import DEFAULT_MODEL, require_sentence_transformers, resolve_precision
 
     name = model or ("custom" if encode is not None else DEFAULT_MODEL)
     resolved = (precision or "float32") if encode is not None else resolve_precision(precision)
-    if encode is None and importlib.util.find_spec("sentence_transformers") is None:
-        missing = missing_extra("sentence-transformers", "embedded")
-        if required:
-            raise missing
-        report.vectors_note = f"no vectors stored ({missing})"
-        return
-    passages = ray_encoder(replace(options, precision=resolved), model, max_tokens=None,
+
+    def encoder() -> Callable[[Sequence[str]], np.ndarray]:
+        if encode is None:
+            require_sentence_transformers()
+        return ray_encoder(replace(options, precision=resolved), model, max_tokens=None,
                            encode=encode)
-    report.vectors = embed_tree(report.path, model=name, precision=resolved, encode=passages)
+
+    store_vectors(report, required=required, model=name, precision=resolved, encoder=encoder)
 
 
 def _cloudpickle() -> Any:
