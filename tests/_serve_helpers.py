@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -13,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvicorn
 
+from _processes import free_socket, http_ok, wait_until
 from decisionrag._judges import Judge
 from decisionrag._serve import ServeLimits, ServeSettings
 from decisionrag._serve._app import create_app
@@ -55,18 +54,6 @@ def write_tree(path: Path, corpus: dict[str, Any] = CORPUS_A) -> Path:
                 writer.add_document(DocumentSpec(title, specs, key=key, groups=(group,),
                                                  meta={"source": key}))
     return path
-
-
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-def free_port() -> int:
-    with free_socket() as sock:
-        return int(sock.getsockname()[1])
 
 
 def settings(trees: dict[str, Path], **changes: Any) -> ServeSettings:
@@ -116,16 +103,6 @@ def start_cli_server(
     process = subprocess.Popen(
         [sys.executable, "-m", "decisionrag", "serve", *args, "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log = process.stderr.read() if process.stderr else ""
-            raise RuntimeError(f"serve exited {process.returncode}: {log}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("serve did not become ready in 60 s")
+    wait_until(process, http_ok(f"http://127.0.0.1:{port}/readyz"), what="serve", timeout=60,
+               log=lambda: process.stderr.read() if process.stderr else "")
+    return process

@@ -4,15 +4,12 @@ standard retriever suite unmodified, and the LlamaIndex retriever, through `deci
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 pytest.importorskip("langchain_tests")
@@ -23,6 +20,7 @@ pytest.importorskip("uvicorn")
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 import decisionrag
+from _processes import free_port, http_ok, stopped_at_exit, wait_until
 from decisionrag import Tree, build_tree
 from decisionrag.integrations.langchain import DecisionRAGRetriever
 from decisionrag.integrations.llamaindex import DecisionRAGRetriever as LlamaRetriever
@@ -31,12 +29,6 @@ if not hasattr(decisionrag, "Client"):
     pytest.skip("decisionrag.Client is not in this build", allow_module_level=True)
 
 QUERY = "What did the Normans do in England?"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -48,34 +40,17 @@ def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> P
 
 @pytest.fixture(scope="module")
 def server(xquad_tree: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "decisionrag", "serve", str(xquad_tree), "--judge", "embedded",
          "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)})
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"decisionrag serve exited: {process.stderr.read()[-2000:]!r}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            pytest.fail("decisionrag serve did not get ready in 90 s")
+    with stopped_at_exit(process):
+        wait_until(process, http_ok(f"{url}/readyz"), what="decisionrag serve", timeout=90,
+                   log=lambda: process.stderr.read() if process.stderr else "")
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class TestStandardRetrieverSuiteOverServe(RetrieversIntegrationTests):

@@ -8,15 +8,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from _processes import free_port, port_open, stopped_at_exit, wait_until
 from _tiny_chat_lm import build_tiny_chat_lm
 from decisionrag import Tree, build_tree
 
@@ -25,12 +24,6 @@ pytest.importorskip("accelerate")
 pytestmark = pytest.mark.slow
 
 QUESTION = "When did the Normans conquer England?"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -45,34 +38,18 @@ def llm2jev_url(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> 
     corpus = shared_data / "xquad-en" / "corpus.jsonl"
     texts = [json.loads(line)["text"] for line in corpus.open(encoding="utf-8")]
     model = build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-lm") / "model", texts)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    log = (model.parent / "server.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llm2jev", "--model", str(model), "--backend", "hf",
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"llm2jev exited: {(model.parent / 'server.log').read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("llm2jev did not start within 120 s")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    log_path = model.parent / "server.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "llm2jev", "--model", str(model), "--backend", "hf",
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, env=env)
+        with stopped_at_exit(process, grace=10):
+            wait_until(process, port_open(port), what="llm2jev", timeout=120,
+                       log=log_path.read_text)
+            yield f"http://127.0.0.1:{port}"
 
 
 def _ask(url: str, tree: Path, *extra: str) -> dict:

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from _serve_helpers import free_port, start_cli_server, write_tree
+from _processes import free_port
+from _serve_helpers import start_cli_server, write_tree
 
 pytest.importorskip("uvicorn")
 
