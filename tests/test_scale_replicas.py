@@ -16,7 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests._serve_helpers import CORPUS_B, free_port, start_cli_server, write_tree
+
+from _processes import free_port
+from _serve_helpers import CORPUS_B, start_cli_server, write_tree
 
 pytestmark = pytest.mark.slow
 NEW_DOCS = set(CORPUS_B["Garden"])  # the rebuilt tree's documents
