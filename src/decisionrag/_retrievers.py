@@ -103,8 +103,13 @@ def _bm25_modules() -> tuple[Any, Any]:
 
 class DenseRetriever:
     """Exact inner-product search over L2-normalised sentence embeddings: the vectors stored
-    with the tree (``TREE.vectors/``) when it has them for this model and precision, else
-    passages embedded now (cached on disk by content)."""
+    with the tree (``TREE.vectors/``) when it has them for this model, else passages
+    embedded now (cached on disk by content).
+
+    Over stored vectors only queries are embedded, by `_embed.load_query_encoder` (`encoder`:
+    "auto" — numpy, no torch, for the bundled model on the CPU —, "numpy" or "torch");
+    passages embedded now use the torch encoder (`load_encoder`), which then embeds the
+    queries too unless `encoder` says otherwise."""
 
     name = "dense"
 
@@ -118,11 +123,15 @@ class DenseRetriever:
         progress: bool = False,
         stored: Any = None,
         ids: Sequence[int] | None = None,
+        encoder: str = "auto",
     ) -> None:
-        from ._embed import load_encoder
+        from ._embed import load_encoder, load_query_encoder
 
         self.keys = list(keys)
-        self.encoder = load_encoder(model)
+        if stored is None and encoder == "auto":
+            self.encoder = load_encoder(model)
+        else:
+            self.encoder = load_query_encoder(model, encoder=encoder)
         self.stored = stored
         self._ids = np.asarray(ids if ids is not None else [], dtype=np.int64)
         if stored is not None:
@@ -133,19 +142,21 @@ class DenseRetriever:
 
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> DenseRetriever:
-        """Over the tree's stored vectors when they match the encoder; a tree with vectors of
-        another model or precision is refused (VectorsError)."""
-        from ._embed import load_encoder
-        from ._tree._vectors import available_sets, open_vectors
+        """Over the tree's stored vectors when they match the query encoder; a tree with
+        vectors of another model (or, for a bfloat16 query encoder, another precision) is
+        refused (VectorsError)."""
+        from ._embed import load_query_encoder
+        from ._tree._vectors import available_sets, open_query_vectors
 
         if available_sets(tree.file):
-            encoder = load_encoder(options.get("model"))
-            stored = open_vectors(tree, model=encoder.name, precision=encoder.precision)
+            model, choice = options.get("model"), options.get("encoder", "auto")
+            encoder = load_query_encoder(model, encoder=choice)
+            stored = open_query_vectors(tree, model=encoder.name, precision=encoder.precision)
             ids, keys = [], []
             for node in tree.iter_passages():
                 ids.append(node.id)
                 keys.append(node.key)
-            return cls(keys, (), model=options.get("model"), stored=stored, ids=ids)
+            return cls(keys, (), model=model, stored=stored, ids=ids, encoder=choice)
         keys, texts = tree_passages(tree)
         return cls(keys, texts, **options)
 

@@ -192,7 +192,7 @@ BUILTIN_BACKENDS: tuple[Backend, ...] = (
             "local:Qwen/Qwen3-1.7B"),
     Backend("embedded", "decisionrag._judges._embedded:embedded_judge",
             "offline default on the bundled all-MiniLM-L6-v2 (no key, no network)", "embedded",
-            limits=Limits()),
+            limits=Limits(), options="decisionrag._judges._embedded:EmbeddedOptions"),
     Backend("scripted", "decisionrag._judges._testing:scripted_judge",
             "test double with given answers", "scripted", limits=Limits()),
     Backend("simulated", "decisionrag._judges._testing:simulated_judge",

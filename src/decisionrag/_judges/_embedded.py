@@ -57,6 +57,7 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
+from ._options import JudgeOptions
 
 DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # Part rows read per request at most; beyond it a candidate is read through its own row only
@@ -287,22 +288,40 @@ def _own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, fl
     return own, float(parts.max()) if parts.size else own
 
 
-def embedded_judge(model: str = "", *, lru_size: int | str = DEFAULT_LRU_SIZE,
-                   device: str = "cpu", precision: str | None = None,
-                   calibration: Calibration | None = None,
-                   price_per_million_input: float | str | None = None,
-                   **options: Any) -> EmbeddedJudge:
-    """The ``embedded`` judge; ``model`` (after the colon) may name another
-    sentence-transformers model or folder (the calibration was fitted for the default);
-    ``precision`` is the encoder's ("auto", "float32" or "bfloat16"). Trees must store
-    vectors of the same model and precision."""
-    from .._embed import load_encoder
+@dataclass(frozen=True)
+class EmbeddedOptions(JudgeOptions):
+    """The ``embedded`` judge's options. `encoder` picks the query encoder: "auto" (numpy
+    for the bundled model on the CPU, no torch in the process), "numpy" or "torch"
+    (sentence-transformers; any model, bfloat16, GPUs). `precision` is the encoder's
+    ("auto", "float32" or "bfloat16"; asking for bfloat16 means torch)."""
 
-    if options:
-        raise JudgeConfigError(f"embedded judge: unknown options {sorted(options)}")
-    encoder = load_encoder(model or None, device=device, precision=precision)
-    encoder.encode(["warm-up"])  # the model's first call is slow: pay it here, not in a walk
-    judge = EmbeddedJudge(encoder, lru_size=int(lru_size), calibration=calibration)
-    if price_per_million_input is not None:
-        judge.price_per_million_input = float(price_per_million_input)
+    lru_size: int = DEFAULT_LRU_SIZE
+    device: str = "cpu"
+    precision: str | None = None
+    encoder: str = "auto"
+    calibration: Calibration | None = None
+    price_per_million_input: float | None = None
+
+
+def embedded_judge(model: str = "", **options: Any) -> EmbeddedJudge:
+    """The ``embedded`` judge; ``model`` (after the colon) may name another
+    sentence-transformers model or folder (the calibration was fitted for the default).
+    Trees must store vectors of the same model (and, for a bfloat16 encoder, precision).
+    The encoder is warmed up here, so the first walk does not pay its first call."""
+    from .._embed import QUERY_ENCODERS, load_query_encoder
+    from .._errors import InputError
+
+    given = EmbeddedOptions.parse(options, "embedded judge")
+    if given.encoder.lower() not in QUERY_ENCODERS:
+        raise JudgeConfigError(f"embedded judge: option encoder={given.encoder!r}; known "
+                               f"encoders: {', '.join(QUERY_ENCODERS)}")
+    try:
+        encoder = load_query_encoder(model or None, device=given.device,
+                                     precision=given.precision, encoder=given.encoder)
+    except InputError as exc:
+        raise JudgeConfigError(f"embedded judge: {exc}") from exc
+    encoder.encode(["warm-up"])  # the first call is slow (allocations, kernels): pay it here
+    judge = EmbeddedJudge(encoder, lru_size=given.lru_size, calibration=given.calibration)
+    if given.price_per_million_input is not None:
+        judge.price_per_million_input = given.price_per_million_input
     return judge

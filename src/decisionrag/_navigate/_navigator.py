@@ -19,7 +19,13 @@ from .._query import Query, Turn
 from .._sync import run_sync
 from .._tree import Node, Tree
 from .._tree._summaries import Summary
-from .._tree._vectors import NodeVectors, VectorsError, available_sets, open_vectors, read_lexicon
+from .._tree._vectors import (
+    NodeVectors,
+    VectorsError,
+    available_sets,
+    open_query_vectors,
+    read_lexicon,
+)
 from .._words import Lexicon
 from ._config import Preset, get_preset
 from ._filters import Filter, parse_filters
@@ -34,13 +40,14 @@ __all__ = ["CHILDREN_CACHE_NODES", "READ_AHEAD_SHARE", "Children", "Navigator", 
 
 def stored_vectors(tree: Tree, judge: Judge) -> NodeVectors | None:
     """The tree's vectors in the judge's space, or None when the judge reads text only.
-    Vectors of another model or precision are refused; a tree without vectors warns once
-    (the judge then embeds candidate texts at query time)."""
+    Vectors of another model are refused, and of another precision unless the judge's is
+    float32 (`open_query_vectors`); a tree without vectors warns once (the judge then embeds
+    candidate texts at query time)."""
     if judge.vector_space is None:
         return None
     model, precision = judge.vector_space
     try:
-        return open_vectors(tree, model=model, precision=precision)
+        return open_query_vectors(tree, model=model, precision=precision)
     except VectorsError:
         if available_sets(tree.file):
             raise

@@ -77,6 +77,20 @@ def open_vectors(tree: Any, *, model: str | None = None,
     return NodeVectors.open(tree.file, tree.meta, model=model, precision=precision)
 
 
+def open_query_vectors(tree: Any, *, model: str, precision: str) -> NodeVectors:
+    """The stored vectors a query encoder of `model` and `precision` is compared with.
+
+    A float32 query reads its model's vectors of either precision (float32 when both are
+    stored): the query is only compared, never stored, and float32 is the more exact of the
+    two. A bfloat16 query needs bfloat16 vectors, and the model must always match
+    (VectorsError, naming what is stored). Writing and mixing vectors stays exact."""
+    if precision == "float32":
+        stored = {s.precision for s in available_sets(tree.file) if s.model == model}
+        if len(stored) == 1:
+            precision = stored.pop()
+    return open_vectors(tree, model=model, precision=precision)
+
+
 def tree_stamp(meta: dict[str, Any]) -> dict[str, Any]:
     """What identifies one write of a tree file (its metadata changes on every write)."""
     return {"written_at": meta.get("written_at"), "counts": meta.get("counts")}
