@@ -21,6 +21,7 @@ from decisionrag._tree._vectors import (
     NodeVectors,
     VectorsError,
     available_sets,
+    open_query_vectors,
     open_vectors,
     vectors_folder,
 )
@@ -119,6 +120,31 @@ def test_mismatched_model_or_precision_is_refused(tmp_path: Path) -> None:
         judge = EmbeddedJudge(_Bf16(HashEncoder()))
         with pytest.raises(VectorsError, match="decisionrag vectors"):
             Navigator(tree, judge, preset="flat")
+
+
+def test_a_float32_query_reads_either_precision_of_its_model(tmp_path: Path) -> None:
+    """Queries are only compared, so a float32 query encoder reads bfloat16 vectors of its
+    model; float32 vectors win when both are stored; writing keeps the precisions apart."""
+    tree_path = _tree(tmp_path / "t.tree")
+    embed_tree(tree_path, model="hash-words", precision="bfloat16", encode=HashEncoder().encode)
+    encoder = HashEncoder()  # float32
+    with Tree.open(tree_path) as tree:
+        navigator = Navigator(tree, EmbeddedJudge(encoder), preset="flat")
+        assert navigator.view.vectors is not None
+        assert navigator.view.vectors.precision == "bfloat16"
+        assert navigator.retrieve("renew passport abroad", k=2).hits[0].node.key == "pa"
+        assert len(set(encoder.texts)) == 1  # the query only: the stored rows were read
+        with pytest.raises(VectorsError, match=r"stored for hash-words \(bfloat16\), not for other"):
+            open_query_vectors(tree, model="other", precision="float32")
+        with pytest.raises(VectorsError, match=r"stored for hash-words \(bfloat16\)"):
+            open_vectors(tree, model="hash-words", precision="float32")  # exact, as writers use
+    report = embed_tree(tree_path, model="hash-words", precision="float32",
+                        encode=HashEncoder().encode)
+    assert report.encoded == 4  # nothing reused across precisions: a set of its own
+    with Tree.open(tree_path) as tree:
+        assert open_query_vectors(tree, model="hash-words", precision="float32").precision == "float32"
+        assert open_query_vectors(tree, model="hash-words",
+                                  precision="bfloat16").precision == "bfloat16"
 
 
 class _Bf16:
