@@ -13,11 +13,17 @@ process, and embedding throughput.
    vectors — embedding 2.68 M passages on this machine would take hours, and the store's
    size, open time and memory do not depend on the values — written by
    `decisionrag._tree._vectors.write_vectors` (atomic).
-4. Two fresh processes query it: (a) the store alone — open, read the 16,000 page rows a page
+4. Fresh processes query it: (a) the store alone — open, read the 16,000 page rows a page
    level of the `nq` shape holds and the passage rows of 30 pages, one chunked flat scan
    over every row; (b) a walk with the embedded judge (auto preset, no hybrid retriever:
-   flat BM25 over 2.68 M passages is its own index) over `--queries` queries. Each reports
-   its peak RSS (VmHWM).
+   flat BM25 over 2.68 M passages is its own index) over `--queries` queries, once with the
+   default query encoder (numpy, `decisionrag._bert`) and once with ``encoder=torch``
+   (sentence-transformers). Each reports its peak RSS (VmHWM) and whether torch was loaded.
+5. Query-encoding latency, one process: one query at a time, median of `--latency-runs`
+   distinct queries, for the numpy encoder, torch float32 and torch at the build's precision;
+   and the first query after loading (the judge warms its encoder up when it is loaded).
+
+    python benchmarks/vectors_scale.py --tree T --skip-build   # reuse T and its vectors
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -122,13 +129,14 @@ def query_store(path: Path) -> dict[str, float]:
             "peak_rss_mb": peak_rss_mb()}
 
 
-def query_walk(path: Path, queries: int) -> dict[str, float]:
+def query_walk(path: Path, queries: int, encoder: str) -> dict[str, Any]:
     from decisionrag._judges import load_judge
     from decisionrag._navigate import Navigator
 
     t0 = time.perf_counter()
     tree = Tree.open(path)
-    judge = load_judge("embedded")
+    judge = load_judge("embedded", encoder=encoder)
+    loaded_mb = current_rss_mb()
     navigator = Navigator(tree, judge, preset="auto")
     open_s = time.perf_counter() - t0
     words = [n.text.split()[:6] for n in tree.passages(tree.documents().__next__().id)]
@@ -138,7 +146,45 @@ def query_walk(path: Path, queries: int) -> dict[str, float]:
         result = navigator.retrieve(text, k=10)
         seconds.append(result.seconds)
     return {"open_s": open_s, "walks": len(seconds), "walk_median_s": float(np.median(seconds)),
-            "walk_first_s": seconds[0], "peak_rss_mb": peak_rss_mb()}
+            "walk_first_s": seconds[0], "peak_rss_mb": peak_rss_mb(),
+            "judge_loaded_rss_mb": loaded_mb, "encoder": type(judge.encoder).__name__,
+            "stored_precision": navigator.view.vectors.precision if navigator.view.vectors
+            else None, "torch_loaded": "torch" in sys.modules}
+
+
+def current_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def query_latency(runs: int) -> dict[str, dict[str, float]]:
+    """Milliseconds to encode one query: the first after loading (as the judge loads it,
+    warm-up included) and the median of `runs` distinct queries."""
+    from decisionrag._embed import load_encoder, load_query_encoder, resolve_precision
+
+    queries = [f"how do I renew passport number {i} from abroad in {2000 + i}?"
+               for i in range(runs + 1)]
+    encoders = {"numpy (float32)": lambda: load_query_encoder(encoder="numpy"),
+                "torch float32": lambda: load_encoder(precision="float32")}
+    built = resolve_precision()
+    if built != "float32":
+        encoders[f"torch {built}"] = lambda: load_encoder(precision=built)
+    out = {}
+    for label, load in encoders.items():
+        t0 = time.perf_counter()
+        encoder = load()
+        encoder.encode(["warm-up"])
+        load_s = time.perf_counter() - t0
+        timings = []
+        for query in queries:
+            t0 = time.perf_counter()
+            encoder.encode([query])
+            timings.append((time.perf_counter() - t0) * 1e3)
+        out[label] = {"load_s": load_s, "first_ms": timings[0],
+                      "median_ms": float(np.median(timings[1:]))}
+    return out
 
 
 def main() -> int:
@@ -148,48 +194,68 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, default=Path("/tmp/decisionrag-vectors-scale.tree"))
     parser.add_argument("--encode-sample", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=5)
-    parser.add_argument("--child", choices=("store", "walk"), help=argparse.SUPPRESS)
+    parser.add_argument("--latency-runs", type=int, default=50)
+    parser.add_argument("--skip-build", action="store_true",
+                        help="reuse --tree and the vectors stored beside it")
+    parser.add_argument("--child", choices=("store", "walk", "latency"), help=argparse.SUPPRESS)
+    parser.add_argument("--encoder", default="auto", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child == "store":
-        print(json.dumps(query_store(args.tree)))
+    if args.child:
+        child = {"store": lambda: query_store(args.tree),
+                 "walk": lambda: query_walk(args.tree, args.queries, args.encoder),
+                 "latency": lambda: query_latency(args.latency_runs)}[args.child]
+        print(json.dumps(child()))
         return 0
-    if args.child == "walk":
-        print(json.dumps(query_walk(args.tree, args.queries)))
-        return 0
-    ensure_tree(args.tree, args.docs, args.passages)
+    lines = ["| measure | value |", "|---|---:|"]
+    if not args.skip_build:
+        ensure_tree(args.tree, args.docs, args.passages)
     with Tree.open(args.tree) as tree:
-        rate = encode_rate(tree, args.encode_sample)
         passages = tree.counts["passage"]
         rows = n_rows(tree)
-        store = write_store(tree, rows, rate["precision"])
-    children = {}
-    for child in ("store", "walk"):
-        out = subprocess.run([sys.executable, __file__, "--child", child, "--tree", str(args.tree),
-                              "--queries", str(args.queries)], capture_output=True, text=True,
-                             check=True)
-        children[child] = json.loads(out.stdout.strip().splitlines()[-1])
-    s, w = children["store"], children["walk"]
-    lines = [
-        "| measure | value |", "|---|---:|",
-        f"| passages / node rows | {passages:,} / {rows:,} |",
-        f"| embedding throughput ({rate['precision']}, {rate['sample']:,}-passage sample) | "
-        f"{rate['per_s']:.0f} passages/s wall, {rate['cpu_per_s']:.0f}/s per CPU-second |",
-        f"| embedding the whole corpus at that rate (extrapolated) | "
-        f"{passages / rate['per_s'] / 3600:.1f} h |",
-        f"| vectors on disk (float16 matrix + header) | {store['bytes'] / 1e6:,.0f} MB |",
-        f"| writing them (atomic) | {store['write_s']:.1f} s |",
+        lines.append(f"| passages / node rows | {passages:,} / {rows:,} |")
+        if not args.skip_build:
+            rate = encode_rate(tree, args.encode_sample)
+            store = write_store(tree, rows, rate["precision"])
+            lines += [
+                f"| embedding throughput ({rate['precision']}, {rate['sample']:,}-passage "
+                f"sample) | {rate['per_s']:.0f} passages/s wall, {rate['cpu_per_s']:.0f}/s "
+                "per CPU-second |",
+                f"| embedding the whole corpus at that rate (extrapolated) | "
+                f"{passages / rate['per_s'] / 3600:.1f} h |",
+                f"| vectors on disk (float16 matrix + header) | {store['bytes'] / 1e6:,.0f} MB |",
+                f"| writing them (atomic) | {store['write_s']:.1f} s |"]
+    s = _child(args, "store")
+    lines += [
         f"| open tree + vectors (fresh process) | {s['open_s'] * 1e3:.1f} ms |",
         f"| score {s['pages']:,} page rows + {s['part_rows']:,} passage rows of 30 pages | "
         f"{s['page_level_s'] * 1e3:.0f} ms |",
         f"| one chunked flat scan of every row | {s['scan_s']:.2f} s |",
-        f"| peak RSS, store-only process | {s['peak_rss_mb']:.0f} MB |",
-        f"| walk process: open tree + judge + navigator | {w['open_s']:.1f} s |",
-        f"| walk (auto, embedded judge), first / median of {w['walks']} | "
-        f"{w['walk_first_s']:.2f} / {w['walk_median_s']:.2f} s |",
-        f"| peak RSS, walking process (torch + MiniLM included) | {w['peak_rss_mb']:.0f} MB |",
-    ]
+        f"| peak RSS, store-only process | {s['peak_rss_mb']:.0f} MB |"]
+    for encoder in ("numpy", "torch"):
+        w = _child(args, "walk", "--encoder", encoder)
+        label = f"{encoder} query encoder ({w['encoder']}, torch loaded: {w['torch_loaded']})"
+        lines += [
+            f"| walk process, {label}: open tree + judge + navigator | {w['open_s']:.1f} s |",
+            f"| walk (auto, embedded judge, {w['stored_precision']} vectors), first / median "
+            f"of {w['walks']}, {encoder} | {w['walk_first_s']:.2f} / {w['walk_median_s']:.2f} s |",
+            f"| RSS after loading the judge, {encoder} | {w['judge_loaded_rss_mb']:.0f} MB |",
+            f"| **peak RSS, walking process, {encoder} query encoder** | "
+            f"**{w['peak_rss_mb']:.0f} MB** |"]
+    for label, t in _child(args, "latency", "--latency-runs", str(args.latency_runs)).items():
+        lines.append(f"| encode one query, {label}: first after load / median of "
+                     f"{args.latency_runs} (load + warm-up {t['load_s']:.1f} s) | "
+                     f"{t['first_ms']:.1f} / {t['median_ms']:.1f} ms |")
     print("\n".join(lines))
     return 0
+
+
+def _child(args: argparse.Namespace, name: str, *extra: str) -> Any:
+    out = subprocess.run([sys.executable, __file__, "--child", name, "--tree", str(args.tree),
+                          "--queries", str(args.queries), *extra], capture_output=True,
+                         text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"child {name} {' '.join(extra)} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -104,9 +104,31 @@ class Layer:
     output_norm: tuple[np.ndarray, np.ndarray]
 
 
+class TokenEmbeddings:
+    """The word-embedding matrix, read row by row from safetensors' memory map of the file
+    (kept open): a query touches the pages of its own tokens only, where a copy of the
+    matrix would hold 47 MB (all-MiniLM-L6-v2's 30,522 x 384) resident for good."""
+
+    def __init__(self, handle: Any, name: str) -> None:
+        self.handle = handle
+        self.rows = handle.get_slice(name)
+        count, self.dim = (int(n) for n in self.rows.get_shape())
+        self.shape = (count, self.dim)
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(ids, return_inverse=True)
+        table = np.empty((len(unique), self.dim), dtype=F32)
+        for row, token in enumerate(unique.tolist()):
+            table[row] = self.rows[token:token + 1][0]
+        return table[inverse.reshape(ids.shape)]
+
+    def close(self) -> None:
+        self.handle.__exit__(None, None, None)
+
+
 @dataclass(frozen=True, slots=True)
 class BertWeights:
-    words: np.ndarray
+    words: TokenEmbeddings | np.ndarray
     positions: np.ndarray
     token_type: np.ndarray  # row 0: every token is of segment 0
     embedding_norm: tuple[np.ndarray, np.ndarray]
@@ -116,17 +138,19 @@ class BertWeights:
 
     @property
     def hidden(self) -> int:
-        return int(self.words.shape[1])
+        return int(self.positions.shape[1])
 
 
 def forward(weights: BertWeights, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Last hidden states (batch, tokens, hidden) of token `ids` with attention `mask` (1 =
-    token, 0 = padding)."""
+    token, 0 = padding). Dense layers multiply (batch * tokens, hidden) matrices: one GEMM,
+    where a 3-d operand would be one small GEMM per text."""
     batch, length = ids.shape
     hidden, heads = weights.hidden, weights.heads
     size = hidden // heads
     x = weights.words[ids] + weights.positions[:length] + weights.token_type
-    x = layer_norm(x.astype(F32, copy=False), *weights.embedding_norm, weights.eps)
+    x = layer_norm(x.astype(F32, copy=False).reshape(batch * length, hidden),
+                   *weights.embedding_norm, weights.eps)
     padding = np.where(mask[:, None, None, :] > 0, F32(0.0), MASKED).astype(F32)
     scale = F32(1.0 / np.sqrt(size))
     for layer in weights.layers:
@@ -140,7 +164,7 @@ def forward(weights: BertWeights, ids: np.ndarray, mask: np.ndarray) -> np.ndarr
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+        context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch * length, hidden)
         attended = context @ layer.attention_out
         attended += layer.attention_out_bias
         attended += x
@@ -151,7 +175,7 @@ def forward(weights: BertWeights, ids: np.ndarray, mask: np.ndarray) -> np.ndarr
         out += layer.output_bias
         out += x
         x = layer_norm(out, *layer.output_norm, weights.eps)
-    return x
+    return x.reshape(batch, length, hidden)
 
 
 def mean_pool(states: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -210,9 +234,10 @@ def check_folder(folder: Path) -> dict[str, Any]:
 
 
 def load_weights(folder: Path, config: dict[str, Any]) -> BertWeights:
-    """The model's tensors from ``model.safetensors``, copied out of safetensors' memory map
-    one layer at a time with the map closed in between: the map's pages count as resident
-    while it is open, and holding all of them beside the copies would double the peak.
+    """The model's tensors from ``model.safetensors``: the word embeddings stay in
+    safetensors' memory map (`TokenEmbeddings`); the rest is copied out one layer at a time
+    with the map closed in between (its pages count as resident while it is open, and
+    holding all of them beside the copies would double the peak).
     Projection matrices are kept as stored, (out, in), and used through their transposed
     views (BLAS reads them transposed without a copy)."""
     try:
@@ -228,9 +253,9 @@ def load_weights(folder: Path, config: dict[str, Any]) -> BertWeights:
         def group() -> _Tensors:
             return _Tensors(path, safe_open(str(path), framework="numpy"), names, prefix)
 
+        words = _token_embeddings(path, prefix, names)
         with group() as tensors:
-            embeddings = (tensors.take("embeddings.word_embeddings.weight"),
-                          tensors.take("embeddings.position_embeddings.weight"),
+            embeddings = (words, tensors.take("embeddings.position_embeddings.weight"),
                           tensors.take("embeddings.token_type_embeddings.weight")[0],
                           tensors.norm("embeddings.LayerNorm"))
         layers = []
@@ -243,6 +268,17 @@ def load_weights(folder: Path, config: dict[str, Any]) -> BertWeights:
     return BertWeights(*embeddings, layers=tuple(layers),
                        heads=int(config["num_attention_heads"]),
                        eps=float(config.get("layer_norm_eps", 1e-12)))
+
+
+def _token_embeddings(path: Path, prefix: str, names: set[str]) -> TokenEmbeddings:
+    from safetensors import safe_open
+
+    name = prefix + "embeddings.word_embeddings.weight"
+    if name not in names:
+        raise InputError(f"{path}: no tensor {name!r}")
+    handle = safe_open(str(path), framework="numpy")
+    handle.__enter__()
+    return TokenEmbeddings(handle, name)  # rows of another dtype become float32 on reading
 
 
 class _Tensors:
