@@ -18,7 +18,9 @@ process, and embedding throughput.
    over every row; (b) a walk with the embedded judge (auto preset, no hybrid retriever:
    flat BM25 over 2.68 M passages is its own index) over `--queries` queries, once with the
    default query encoder (numpy, `decisionrag._bert`) and once with ``encoder=torch``
-   (sentence-transformers). Each reports its peak RSS (VmHWM) and whether torch was loaded.
+   (sentence-transformers), `--walk-runs` times each (the peak varies by tens of MB
+   between identical runs: glibc's per-thread arenas keep what the judge's worker threads
+   freed). Each reports its peak RSS (VmHWM) and whether torch was loaded.
 5. Query-encoding latency, one process: one query at a time, median of `--latency-runs`
    distinct queries, for the numpy encoder, torch float32 and torch at the build's precision;
    and the first query after loading (the judge warms its encoder up when it is loaded).
@@ -195,6 +197,8 @@ def main() -> int:
     parser.add_argument("--encode-sample", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--latency-runs", type=int, default=50)
+    parser.add_argument("--walk-runs", type=int, default=3,
+                        help="walking processes per encoder (peak RSS varies between runs)")
     parser.add_argument("--skip-build", action="store_true",
                         help="reuse --tree and the vectors stored beside it")
     parser.add_argument("--child", choices=("store", "walk", "latency"), help=argparse.SUPPRESS)
@@ -232,14 +236,17 @@ def main() -> int:
         f"| one chunked flat scan of every row | {s['scan_s']:.2f} s |",
         f"| peak RSS, store-only process | {s['peak_rss_mb']:.0f} MB |"]
     for encoder in ("numpy", "torch"):
-        w = _child(args, "walk", "--encoder", encoder)
+        runs = [_child(args, "walk", "--encoder", encoder) for _ in range(args.walk_runs)]
+        w = max(runs, key=lambda run: run["peak_rss_mb"])
+        peaks = sorted(run["peak_rss_mb"] for run in runs)
         label = f"{encoder} query encoder ({w['encoder']}, torch loaded: {w['torch_loaded']})"
         lines += [
             f"| walk process, {label}: open tree + judge + navigator | {w['open_s']:.1f} s |",
             f"| walk (auto, embedded judge, {w['stored_precision']} vectors), first / median "
             f"of {w['walks']}, {encoder} | {w['walk_first_s']:.2f} / {w['walk_median_s']:.2f} s |",
             f"| RSS after loading the judge, {encoder} | {w['judge_loaded_rss_mb']:.0f} MB |",
-            f"| **peak RSS, walking process, {encoder} query encoder** | "
+            f"| **peak RSS, walking process, {encoder} query encoder** (largest of "
+            f"{len(runs)} runs; all: {', '.join(f'{p:.0f}' for p in peaks)}) | "
             f"**{w['peak_rss_mb']:.0f} MB** |"]
     for label, t in _child(args, "latency", "--latency-runs", str(args.latency_runs)).items():
         lines.append(f"| encode one query, {label}: first after load / median of "

@@ -1,8 +1,9 @@
 """``embedded`` — the offline default judge: stored vectors and words turned into decisions.
 
 It needs no key and no network. It embeds only the query (the bundled all-MiniLM-L6-v2,
-``decisionrag._embed.load_encoder``); candidates come with their vectors stored beside the
-tree (``Candidate.vectors``, see ``decisionrag._tree._vectors``). A candidate without vectors
+``decisionrag._embed.load_query_encoder``: numpy, no torch, unless ``encoder=torch``);
+candidates come with their vectors stored beside the tree (``Candidate.vectors``, see
+``decisionrag._tree._vectors``). A candidate without vectors
 (a tree built without them, a request made by hand) has its text embedded instead, cached in
 memory only. docs/embedded-judge.md describes the model and how it was fitted.
 
