@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +66,10 @@ DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # Part rows read per request at most; beyond it a candidate is read through its own row only
 # (a page level of 16,000 pages would otherwise read every passage vector of the corpus).
 PART_ROW_BUDGET = 200_000
+# Threads the judge computes on. One: its work is CPU-bound under the GIL, so more threads
+# only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
+# (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
+DEFAULT_WORKERS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +157,8 @@ class EmbeddedJudge(Judge):
     the request."""
 
     def __init__(self, encoder: Any, *, lru_size: int = DEFAULT_LRU_SIZE,
-                 calibration: Calibration | None = None, name: str = "embedded") -> None:
+                 calibration: Calibration | None = None, name: str = "embedded",
+                 workers: int = DEFAULT_WORKERS) -> None:
         self.encoder = encoder
         self.model_name = str(getattr(encoder, "cache_key", None) or getattr(encoder, "name", "encoder"))
         self.name = name
@@ -162,6 +169,10 @@ class EmbeddedJudge(Judge):
         self.cache = VectorCache(int(lru_size))
         self.stats = CacheStats()
         self._encode_lock = threading.Lock()
+        self.workers = max(1, int(workers))
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pool_lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts` (rows, L2-normalised), encoding only those not cached."""
@@ -184,14 +195,19 @@ class EmbeddedJudge(Judge):
         return np.stack([vectors[d] for d in digests])
 
     def _encode(self, missing: dict[str, str]) -> dict[str, np.ndarray]:
+        """Vectors of `missing` (digest: text). Looked up again under the lock: requests of
+        one level run together and all miss the same query, which is encoded once."""
         with self._encode_lock:
-            encoded = np.asarray(self.encoder.encode(list(missing.values())), dtype=np.float32)
-            self.stats.encoder_calls += 1
-            self.stats.encoded += len(missing)
-        fresh = dict(zip(missing, encoded, strict=True))
-        for digest, vector in fresh.items():
-            self.cache.put(digest, vector)
-        return fresh
+            found = {d: v for d in missing if (v := self.cache.get(d)) is not None}
+            todo = {d: t for d, t in missing.items() if d not in found}
+            if todo:
+                encoded = np.asarray(self.encoder.encode(list(todo.values())), dtype=np.float32)
+                self.stats.encoder_calls += 1
+                self.stats.encoded += len(todo)
+                for digest, vector in zip(todo, encoded, strict=True):
+                    self.cache.put(digest, vector)
+                    found[digest] = vector
+        return found
 
     def evidence(self, query: str, candidates: Sequence[Candidate],
                  lexicon: Lexicon | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -258,10 +274,22 @@ class EmbeddedJudge(Judge):
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         if not request.questions:
             return BinaryResult([], Usage())
-        return await asyncio.to_thread(self._binary, request)
+        return await self._on_worker(self._binary, request)
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
-        return await asyncio.to_thread(self._choice, request)
+        return await self._on_worker(self._choice, request)
+
+    async def _on_worker(self, work: Callable[[Any], Any], request: Any) -> Any:
+        """`work(request)` on the judge's own threads (`workers`), off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), work, request)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The judge's thread pool, made on first use (again in a forked child)."""
+        with self._pool_lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
+                self._pool_pid = os.getpid()
+            return self._pool
 
 
 def searched_text(request: BinaryRequest | ChoiceRequest) -> str:
@@ -294,12 +322,14 @@ class EmbeddedOptions(JudgeOptions):
     """The ``embedded`` judge's options. `encoder` picks the query encoder: "auto" (numpy
     for the bundled model on the CPU, no torch in the process), "numpy" or "torch"
     (sentence-transformers; any model, bfloat16, GPUs). `precision` is the encoder's
-    ("auto", "float32" or "bfloat16"; asking for bfloat16 means torch)."""
+    ("auto", "float32" or "bfloat16"; asking for bfloat16 means torch). `workers` is the
+    number of threads requests are computed on (default 1, see DEFAULT_WORKERS)."""
 
     lru_size: int = DEFAULT_LRU_SIZE
     device: str = "cpu"
     precision: str | None = None
     encoder: str = "auto"
+    workers: int = DEFAULT_WORKERS
     calibration: Calibration | None = None
     price_per_million_input: float | None = None
 
@@ -316,13 +346,16 @@ def embedded_judge(model: str = "", **options: Any) -> EmbeddedJudge:
     if given.encoder.lower() not in QUERY_ENCODERS:
         raise JudgeConfigError(f"embedded judge: option encoder={given.encoder!r}; known "
                                f"encoders: {', '.join(QUERY_ENCODERS)}")
+    if given.workers < 1:
+        raise JudgeConfigError(f"embedded judge: option workers={given.workers}; at least 1")
     try:
         encoder = load_query_encoder(model or None, device=given.device,
                                      precision=given.precision, encoder=given.encoder)
     except InputError as exc:
         raise JudgeConfigError(f"embedded judge: {exc}") from exc
     encoder.encode(["warm-up"])  # the first call is slow (allocations, kernels): pay it here
-    judge = EmbeddedJudge(encoder, lru_size=given.lru_size, calibration=given.calibration)
+    judge = EmbeddedJudge(encoder, lru_size=given.lru_size, calibration=given.calibration,
+                          workers=given.workers)
     if given.price_per_million_input is not None:
         judge.price_per_million_input = given.price_per_million_input
     return judge

@@ -277,13 +277,14 @@ class TreeView:
                      self._group_header(node.parent), node.parent, vectors=vectors)
 
     def _rows(self, node: Node) -> Any:
-        """The node's stored vector rows (a view of the mapping, read when used): its own
+        """The node's stored vector rows, as a handle read when a request is judged (entries
+        are cached for good; the rows they would hold are the bulk of their memory): its own
         row, then for a page (below PAGE_PARTS_UP_TO passages) or a section the rows of
         everything inside it."""
         if self.vectors is None:
             return None
         parts = node.kind > NodeKind.DOCUMENT or (node.kind == NodeKind.DOCUMENT and self._page_parts)
-        return self.vectors.rows(node.id, node.end + 1 if parts else node.id + 1)
+        return self.vectors.lazy_rows(node.id, node.end + 1 if parts else node.id + 1)
 
     def _group_header(self, parent_id: int | None) -> tuple[str, ...]:
         """The header path pages and groups under `parent_id` are shown under: its label when

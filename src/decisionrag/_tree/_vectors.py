@@ -269,6 +269,10 @@ class NodeVectors:
     def row(self, node_id: int) -> np.ndarray:
         return self.rows(node_id, node_id + 1)[0]
 
+    def lazy_rows(self, start: int, stop: int) -> StoredRows:
+        """Rows start..stop-1 as a handle that reads them when used (`StoredRows`)."""
+        return StoredRows(self, start, stop)
+
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows start..stop-1 (float16, a copy read with one positioned read: scattered
         lookups through the mapping would fault in, and count as resident, tens of
@@ -318,3 +322,42 @@ class NodeVectors:
                 out[first - start:last - start] = block.reshape(-1, self.dim).astype(np.float32) @ q
         return out
 
+
+class StoredRows:
+    """Rows start..stop-1 of stored vectors, read each time they are used (`np.asarray`,
+    slicing) rather than held: a navigator caches the candidate entries of every page it has
+    shown, and 110,000 page entries holding their rows kept about 110 MB of copies at NQ
+    scale (docs/benchmarks.md, "Vectors at NQ scale"). A read is one positioned read of
+    the page cache (about 3 µs for one row)."""
+
+    __slots__ = ("source", "start", "stop")
+
+    def __init__(self, source: NodeVectors, start: int, stop: int) -> None:
+        self.source = source
+        self.start = start
+        self.stop = max(start, min(stop, source.header.rows))
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), self.source.dim)
+
+    def read(self) -> np.ndarray:
+        """The rows (float16, as stored)."""
+        return self.source.rows(self.start, self.stop)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        rows = self.read()
+        return rows if dtype is None else rows.astype(dtype, copy=False)
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        """Rows of a slice (only those are read), or anything numpy indexing takes."""
+        if isinstance(index, slice) and index.step in (None, 1):
+            first, last, _ = index.indices(len(self))
+            return self.source.rows(self.start + first, self.start + max(first, last))
+        return self.read()[index]
+
+    def __repr__(self) -> str:
+        return f"<StoredRows {self.start}..{self.stop - 1} of {self.source!r}>"

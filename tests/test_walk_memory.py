@@ -1,0 +1,90 @@
+"""What a walk holds and where the embedded judge computes (docs/benchmarks.md, "Vectors at
+NQ scale"): cached entries hold handles to stored rows, not copies; a level's requests
+encode their query once; requests run on the judge's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decisionrag import Tree
+from decisionrag._build._vectors import embed_tree
+from decisionrag._errors import JudgeConfigError
+from decisionrag._judges._base import BinaryRequest, Candidate
+from decisionrag._judges._embedded import EmbeddedJudge, EmbeddedOptions
+from decisionrag._judges._registry import load_judge
+from decisionrag._navigate import Navigator
+from decisionrag._tree._vectors import StoredRows, open_vectors
+from test_vectors import HashEncoder, _tree
+
+
+class SlowEncoder(HashEncoder):
+    """Takes its time, so that concurrent requests overlap; notes the threads it runs on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def encode(self, texts: Sequence[str], **options: object) -> np.ndarray:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(0.05)
+        return super().encode(texts, **options)
+
+
+def _request(query: str) -> BinaryRequest:
+    candidates = (Candidate("a", "renew a passport"), Candidate("b", "fishing licence"))
+    return BinaryRequest("context", ("a?", "b?"), query, candidates)
+
+
+async def _all(judge: EmbeddedJudge, queries: Sequence[str]) -> list[list[float]]:
+    results = await asyncio.gather(*(judge.binary(_request(q)) for q in queries))
+    return [r.probabilities for r in results]
+
+
+def test_cached_entries_hold_handles_to_stored_rows(tmp_path: Path) -> None:
+    tree_path = _tree(tmp_path / "t.tree")
+    embed_tree(tree_path, model="hash-words", encode=HashEncoder().encode)
+    with Tree.open(tree_path) as tree:
+        navigator = Navigator(tree, EmbeddedJudge(HashEncoder()), preset="flat")
+        page = tree.node("passports")
+        entry = navigator.entry("document", page, "title")
+        stored = open_vectors(tree)
+        assert isinstance(entry.vectors, StoredRows)
+        assert len(entry.vectors) == page.end + 1 - page.id == entry.vectors.shape[0]
+        assert np.array_equal(np.asarray(entry.vectors), stored.rows(page.id, page.end + 1))
+        assert np.array_equal(np.asarray(entry.vectors, np.float32),
+                              stored.rows(page.id, page.end + 1).astype(np.float32))
+        assert np.array_equal(entry.vectors[:1], stored.rows(page.id, page.id + 1))
+        assert np.array_equal(entry.vectors[1:], stored.rows(page.id + 1, page.end + 1))
+        assert len(entry.vectors[5:2]) == 0
+        assert navigator.retrieve("renew passport abroad", k=2).hits[0].node.key == "pa"
+
+
+def test_concurrent_requests_encode_their_shared_query_once() -> None:
+    encoder = SlowEncoder()
+    judge = EmbeddedJudge(encoder, workers=4)
+    answers = asyncio.run(_all(judge, ["renew passport abroad"] * 6))
+    assert encoder.texts.count("renew passport abroad") == 1
+    assert sorted(encoder.texts) == ["fishing licence", "renew a passport", "renew passport abroad"]
+    assert all(a == answers[0] for a in answers)
+
+
+def test_requests_run_on_the_judges_own_thread() -> None:
+    encoder = SlowEncoder()
+    judge = EmbeddedJudge(encoder)
+    asyncio.run(_all(judge, [f"query number {i}" for i in range(5)]))
+    assert len(encoder.threads) == 1
+    (name,) = encoder.threads
+    assert name.startswith(judge.name) and name != threading.main_thread().name
+    assert EmbeddedOptions().workers == 1
+
+
+def test_the_workers_option_is_checked() -> None:
+    with pytest.raises(JudgeConfigError, match="workers=0"):
+        load_judge("embedded", workers=0)
