@@ -20,6 +20,7 @@ from decisionrag._judges._base import BinaryRequest, Candidate
 from decisionrag._judges._embedded import EmbeddedJudge, EmbeddedOptions
 from decisionrag._judges._registry import load_judge
 from decisionrag._navigate import Navigator
+from decisionrag._navigate._render import clean, clean_line
 from decisionrag._tree._vectors import StoredRows, open_vectors
 from test_vectors import HashEncoder, _tree
 
@@ -88,3 +89,16 @@ def test_requests_run_on_the_judges_own_thread() -> None:
 def test_the_workers_option_is_checked() -> None:
     with pytest.raises(JudgeConfigError, match="workers=0"):
         load_judge("embedded", workers=0)
+
+
+def test_a_cached_entry_holds_one_copy_of_equal_strings(tmp_path: Path) -> None:
+    tree_path = _tree(tmp_path / "t.tree")
+    embed_tree(tree_path, model="hash-words", encode=HashEncoder().encode)
+    with Tree.open(tree_path) as tree:
+        page = tree.node("passports")  # no headings: its description is its title
+        assert page.description == page.title and page.description is page.title
+        navigator = Navigator(tree, EmbeddedJudge(HashEncoder()), preset="flat")
+        entry = navigator.entry("document", page, "title")
+        assert entry.line is entry.text
+    messy = "Renew  your\tpassport [online]"
+    assert clean_line(messy) == clean(messy) == "Renew your passport [online]"

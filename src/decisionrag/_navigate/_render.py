@@ -136,7 +136,7 @@ class Entry:
         # path above a passage or heading.
         judged = f"{' > '.join(self.block)}: {self.text}" if self.in_context and self.block else self.text
         self.candidate = Candidate(id=self.key, text=judged, vectors=self.vectors)
-        self.line = clean(self.text)
+        self.line = clean_line(self.text)
 
 
 _KEY = operator.attrgetter("key")
@@ -189,10 +189,12 @@ def compact_instruction(kind: Kind, task: TaskWording) -> str:
             f"{asked[0].lower()}{asked[1:]}")
 
 
-@functools.lru_cache(maxsize=100_000)
-def clean(text: str) -> str:
+def clean_line(text: str) -> str:
     """One line of quoted data: normalised (see the module docstring), whitespace collapsed,
-    look-alike labels and section markers defused."""
+    look-alike labels and section markers defused; `text` itself when that changes nothing
+    (a cached entry then holds one string, not two equal ones). Uncached: `Entry` calls it
+    once per entry, and entries are cached by the view."""
+    given = text
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     line = " ".join(text.translate(_NORMALISE).split())
@@ -205,7 +207,10 @@ def clean(text: str) -> str:
             pieces += [line[done:match.start()], _defuse(line[match.start():match.end()])]
             done = match.end()
         line = "".join(pieces) + line[done:] if pieces else line
-    return line
+    return given if line == given else line
+
+
+clean = functools.lru_cache(maxsize=100_000)(clean_line)  # queries, turns, headings
 
 
 def _defuse(found: str) -> str:

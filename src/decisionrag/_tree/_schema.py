@@ -89,11 +89,13 @@ def _row_to_node(row: Row) -> Node:
     _set_parent(node, row[2])
     _set_kind(node, _KINDS[row[3]])
     _set_pos(node, row[4])
-    _set_doc(node, row[5])
+    _set_doc(node, row[0] if row[5] == row[0] else row[5])  # one int object, not two
     _set_end(node, row[6])
     _set_n_passages(node, row[7])
     _set_title(node, row[8])
-    _set_description(node, row[9] or row[11])  # a passage's description is its text
+    # a passage's description is its text; a page's is often its title: one string, not two
+    description = row[9] or row[11]
+    _set_description(node, row[8] if description == row[8] else description)
     _set_heading(node, tuple(row[10].split(HEADING_SEP)) if row[10] else ())
     _set_text(node, row[11])
     _set_meta(node, json.loads(row[12]) if row[12] else {})
