@@ -23,6 +23,7 @@ EXPECTED = {
     "astream_answer", "load_generator", "stream_answer",
     "DeadlineExceeded", "QueryDeadline",  # issue 16: bounded time
     "Client", "ServerError",
+    "RemoteAnswer", "RemoteAnswerEvent", "RemoteCitation", "RemoteHit", "RemoteResult",  # Client.answer
     "HybridRetriever", "RecoverySettings",  # issue 11: the fair baseline, recovery from pruning
 }
 

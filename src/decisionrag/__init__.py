@@ -20,7 +20,7 @@ from ._answer import (
 )
 from ._app import build_tree
 from ._build import BuildReport
-from ._client import Client
+from ._client import Client, RemoteAnswer, RemoteAnswerEvent, RemoteCitation, RemoteHit, RemoteResult
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._deadline import QueryDeadline
 from ._errors import (
@@ -125,6 +125,11 @@ __all__ = [
     "Query",
     "QueryDeadline",
     "RecoverySettings",
+    "RemoteAnswer",
+    "RemoteAnswerEvent",
+    "RemoteCitation",
+    "RemoteHit",
+    "RemoteResult",
     "Result",
     "Retriever",
     "ScriptedJudge",

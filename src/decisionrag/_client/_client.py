@@ -4,6 +4,10 @@
 >>> for hit in client.retrieve("How do I renew my passport?", k=5).hits:
 ...     print(hit.score, " > ".join(hit.path), hit.text[:80])
 >>> result = await client.aretrieve("And if it was stolen?", conversation_id="c1")
+>>> reply = client.answer("How do I renew my passport?", top=3)   # needs serve --generator
+>>> print(reply.text, [c.path for c in reply.citations if c.valid])
+>>> for event in client.stream_answer("How do I renew my passport?"):
+...     print(event.text, end="", flush=True)                        # retrieved, delta..., done
 
 Needs only httpx. Errors are `ServerError` (status, type, field, retry_after) or, when the
 server cannot be reached, `ServerError` with status 0.
@@ -12,64 +16,18 @@ server cannot be reached, `ServerError` with status 0.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 
-from ._errors import ServerError
-from ._http import parse_retry_after
+from .._errors import ServerError
+from .._http import parse_retry_after
+from ._results import RemoteAnswer, RemoteAnswerEvent, RemoteResult
+from ._sse import AnswerEvents
 
 DEFAULT_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteHit:
-    """One ranked passage from a server (the fields of `Hit.to_dict`, plus metadata)."""
-
-    id: str
-    doc_id: str
-    score: float
-    path: tuple[str, ...]
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    binary: float | None = None
-    choice: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "doc_id": self.doc_id, "score": self.score, "binary": self.binary,
-                "choice": self.choice, "path": list(self.path), "text": self.text,
-                "metadata": dict(self.metadata)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RemoteHit:
-        return cls(id=data["id"], doc_id=data.get("doc_id", ""), score=float(data["score"]),
-                   path=tuple(data.get("path", ())), text=data.get("text", ""),
-                   metadata=dict(data.get("metadata") or {}), binary=data.get("binary"),
-                   choice=data.get("choice"))
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteResult:
-    hits: list[RemoteHit]
-    usage: dict[str, Any]
-    tree: str
-    seconds: float
-    request_id: str
-    conversation_id: str | None = None
-    trace: list[dict[str, Any]] | None = None
-
-    @property
-    def ids(self) -> list[str]:
-        return [hit.id for hit in self.hits]
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RemoteResult:
-        return cls(hits=[RemoteHit.from_dict(h) for h in data.get("results", [])],
-                   usage=dict(data.get("usage") or {}), tree=data.get("tree", ""),
-                   seconds=float(data.get("seconds", 0.0)), request_id=data.get("request_id", ""),
-                   conversation_id=data.get("conversation_id"), trace=data.get("trace"))
 
 
 class Client:
@@ -117,6 +75,36 @@ class Client:
                       timeout: float | None = None) -> list[tuple[int, float]]:
         return _ranked(await self._apost("/v1/rerank", _rerank_body(query, documents, top_n, timeout)))
 
+    # -- answers (POST /v1/answer: a server started with --generator) ---------------------
+
+    def answer(self, query: str | None = None, *, top: int = 5, task: str = "auto",
+               **options: Any) -> RemoteAnswer:
+        """Retrieve, then the server's answer model answers from the `top` passages citing
+        them as ``[n]``. `task`: auto, qa, short or conversation; `options` are `retrieve`'s."""
+        body = _answer_body("answer", query, top, task, options)
+        with _answer_route():
+            return RemoteAnswer.from_dict(self._post(ANSWER_PATH, body))
+
+    async def aanswer(self, query: str | None = None, *, top: int = 5, task: str = "auto",
+                      **options: Any) -> RemoteAnswer:
+        body = _answer_body("aanswer", query, top, task, options)
+        with _answer_route():
+            return RemoteAnswer.from_dict(await self._apost(ANSWER_PATH, body))
+
+    def stream_answer(self, query: str | None = None, *, top: int = 5, task: str = "auto",
+                      **options: Any) -> Iterator[RemoteAnswerEvent]:
+        """`answer` as events while the model writes: ``retrieved``, ``delta``s, ``done``.
+        An ``error`` event raises `ServerError`. Leaving the loop early closes the response."""
+        body = {**_answer_body("stream_answer", query, top, task, options), "stream": True}
+        return self._events(body)
+
+    def astream_answer(self, query: str | None = None, *, top: int = 5, task: str = "auto",
+                       **options: Any) -> AsyncIterator[RemoteAnswerEvent]:
+        """`stream_answer` for asyncio (wrap it in `contextlib.aclosing` to close the response
+        at once when leaving the loop early; otherwise it closes when the iterator is collected)."""
+        body = {**_answer_body("astream_answer", query, top, task, options), "stream": True}
+        return self._aevents(body)
+
     # -- trees ---------------------------------------------------------------------------
 
     def trees(self) -> list[dict[str, Any]]:
@@ -159,16 +147,48 @@ class Client:
         return self._async
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return _answer(lambda: self._client().post(path, json=body))
+        return _json_of(lambda: self._client().post(path, json=body))
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _answer(lambda: self._client().get(path, params=params))
+        return _json_of(lambda: self._client().get(path, params=params))
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await _aanswer(self._aclient().post(path, json=body))
+        return await _ajson_of(self._aclient().post(path, json=body))
 
     async def _aget(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await _aanswer(self._aclient().get(path, params=params))
+        return await _ajson_of(self._aclient().get(path, params=params))
+
+    def _events(self, body: dict[str, Any]) -> Iterator[RemoteAnswerEvent]:
+        reader = AnswerEvents()
+        try:
+            with self._client().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+                if not response.is_success:
+                    response.read()
+                _check_stream(response)
+                for text in response.iter_text():
+                    yield from reader.feed(text)
+                    if reader.done:
+                        return
+        except httpx.HTTPError as exc:
+            raise _broken(exc) from exc
+        yield from reader.finish()
+
+    async def _aevents(self, body: dict[str, Any]) -> AsyncIterator[RemoteAnswerEvent]:
+        reader = AnswerEvents()
+        try:
+            async with self._aclient().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+                if not response.is_success:
+                    await response.aread()
+                _check_stream(response)
+                async for text in response.aiter_text():
+                    for event in reader.feed(text):
+                        yield event
+                    if reader.done:
+                        return
+        except httpx.HTTPError as exc:
+            raise _broken(exc) from exc
+        for event in reader.finish():
+            yield event
 
     def close(self) -> None:
         if self._sync is not None:
@@ -209,6 +229,60 @@ def _retrieve_body(query: str | None, options: dict[str, Any]) -> dict[str, Any]
     return body
 
 
+_ANSWER_OPTIONS = _RETRIEVE_OPTIONS
+ANSWER_PATH = "/v1/answer"
+_SSE = {"Accept": "text/event-stream"}
+NO_ANSWER_MODEL = ("this server has no POST /v1/answer: it was started without an answer model "
+                   "(start it with `decisionrag serve ... --generator openai-compatible:MODEL`)")
+
+
+def _answer_body(method: str, query: str | None, top: int, task: str,
+                 options: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(options) - _ANSWER_OPTIONS
+    if unknown:
+        hint = " (use stream_answer / astream_answer to stream)" if "stream" in unknown else ""
+        raise TypeError(f"{method}() got unknown options {sorted(unknown)}; "
+                        f"known: {sorted(_ANSWER_OPTIONS | {'top', 'task'})}{hint}")
+    return {**_retrieve_body(query, options), "top": top, "task": task}
+
+
+def _no_answer_model(error: ServerError) -> ServerError | None:
+    """The route is missing (a plain 404, no field) when the server has no answer model;
+    a 404 naming a field (no such tree) is the retrieval's own and stays as it is."""
+    if error.status != 404 or error.field is not None or error.type not in ("not_found", ""):
+        return None
+    return ServerError(NO_ANSWER_MODEL, status=404, type="no_answer_model",
+                       request_id=error.request_id, body=error.body)
+
+
+@contextmanager
+def _answer_route() -> Iterator[None]:
+    try:
+        yield
+    except ServerError as exc:
+        missing = _no_answer_model(exc)
+        if missing is None:
+            raise
+        raise missing from exc
+
+
+def _check_stream(response: httpx.Response) -> None:
+    """Raise the server's error (a status before the stream started; the body read), or
+    refuse a success that is not an event stream (a proxy's page, an older server)."""
+    if not response.is_success:
+        with _answer_route():
+            _decoded(response)
+    kind = response.headers.get("content-type", "")
+    if not kind.startswith("text/event-stream"):
+        raise ServerError(f"expected server-sent events from {ANSWER_PATH}, "
+                          f"got {kind or 'no content type'!r}", status=response.status_code,
+                          type="bad_event")
+
+
+def _broken(exc: httpx.HTTPError) -> ServerError:
+    return ServerError(f"the answer stream broke off: {exc!r}", status=0, type="connection")
+
+
 def _rerank_body(query: str, documents: Sequence[str], top_n: int | None,
                  timeout: float | None) -> dict[str, Any]:
     body: dict[str, Any] = {"query": query, "documents": list(documents)}
@@ -235,7 +309,7 @@ def _node_path(tree: str, node_id: str) -> str:
     return f"/v1/trees/{_quote(tree)}/nodes/{quote(node_id, safe='/:')}"
 
 
-def _answer(call: Any) -> dict[str, Any]:
+def _json_of(call: Any) -> dict[str, Any]:
     try:
         response = call()
     except httpx.HTTPError as exc:
@@ -243,7 +317,7 @@ def _answer(call: Any) -> dict[str, Any]:
     return _decoded(response)
 
 
-async def _aanswer(pending: Any) -> dict[str, Any]:
+async def _ajson_of(pending: Any) -> dict[str, Any]:
     try:
         response = await pending
     except httpx.HTTPError as exc:
