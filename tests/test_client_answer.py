@@ -108,9 +108,11 @@ def test_unknown_options_are_refused_before_any_request() -> None:
         client.astream_answer(QUESTION, colour="red")
     with pytest.raises(TypeError, match="aanswer"):
         asyncio.run(client.aanswer(QUESTION, generator="x"))
-    with pytest.raises(ServerError) as caught:
-        client.answer(QUESTION)
-    assert caught.value.status == 0
+    for call in (lambda: client.answer(QUESTION), lambda: list(client.stream_answer(QUESTION)),
+                 lambda: asyncio.run(_drain(client.astream_answer(QUESTION)))):
+        with pytest.raises(ServerError, match="cannot reach the server") as caught:
+            call()
+        assert caught.value.status == 0 and caught.value.type == "connection"
 
 
 def test_the_server_validates_values_and_names_the_field(server: str) -> None:

@@ -159,9 +159,10 @@ class Client:
         return await _ajson_of(self._aclient().get(path, params=params))
 
     def _events(self, body: dict[str, Any]) -> Iterator[RemoteAnswerEvent]:
-        reader = AnswerEvents()
+        reader, opened = AnswerEvents(), False
         try:
             with self._client().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+                opened = True
                 if not response.is_success:
                     response.read()
                 _check_stream(response)
@@ -170,13 +171,14 @@ class Client:
                     if reader.done:
                         return
         except httpx.HTTPError as exc:
-            raise _broken(exc) from exc
+            raise _broken(exc, opened) from exc
         yield from reader.finish()
 
     async def _aevents(self, body: dict[str, Any]) -> AsyncIterator[RemoteAnswerEvent]:
-        reader = AnswerEvents()
+        reader, opened = AnswerEvents(), False
         try:
             async with self._aclient().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+                opened = True
                 if not response.is_success:
                     await response.aread()
                 _check_stream(response)
@@ -186,7 +188,7 @@ class Client:
                     if reader.done:
                         return
         except httpx.HTTPError as exc:
-            raise _broken(exc) from exc
+            raise _broken(exc, opened) from exc
         for event in reader.finish():
             yield event
 
@@ -279,8 +281,9 @@ def _check_stream(response: httpx.Response) -> None:
                           type="bad_event")
 
 
-def _broken(exc: httpx.HTTPError) -> ServerError:
-    return ServerError(f"the answer stream broke off: {exc!r}", status=0, type="connection")
+def _broken(exc: httpx.HTTPError, opened: bool) -> ServerError:
+    what = "the answer stream broke off" if opened else "cannot reach the server"
+    return ServerError(f"{what}: {exc!r}", status=0, type="connection")
 
 
 def _rerank_body(query: str, documents: Sequence[str], top_n: int | None,
