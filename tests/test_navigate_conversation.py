@@ -14,7 +14,7 @@ from decisionrag._judges import Candidate, ScriptedJudge
 from decisionrag._judges._base import BinaryRequest
 from decisionrag._judges._embedded import EmbeddedJudge, searched_text
 from decisionrag._navigate import PRESETS, Conversation, Navigator, StageSettings
-from decisionrag._query import Query
+from decisionrag._query import Query, Turn
 from decisionrag._tree import Tree
 
 # what each user turn is about: the group, page and passage a perfect judge would pick
@@ -169,3 +169,11 @@ def test_the_embedded_judge_embeds_the_search_text_not_the_rendered_query() -> N
     assert "fish?" in encoder.encoded and request.query not in encoder.encoded
     assert result.probabilities[1] > result.probabilities[0]
     assert searched_text(replace(request, search="")) == request.query
+
+
+def test_search_text_keeps_the_situation_and_drops_earlier_turns() -> None:
+    turns = (Turn("user", "my cat is ill"), Turn("agent", "what signs?"))
+    assert Query("it sneezes", context="I live in Leeds.", history=turns).search_text == (
+        "I live in Leeds. it sneezes")
+    assert Query("it sneezes", history=turns).search_text == "it sneezes"
+    assert Query("  Can I?  ").search_text == "Can I?"

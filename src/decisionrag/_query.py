@@ -44,9 +44,8 @@ class Query:
     @property
     def search_text(self) -> str:
         """What a similarity search is asked (flat retrievers, hybrid candidates, judges that
-        embed the query): situation + question, or in a conversation its current turn."""
-        if self.is_conversational:
-            return self.text
+        embed the query): the user's situation (if any) and the question — in a conversation
+        the current turn, without the earlier ones."""
         return f"{self.context} {self.text}".strip()
 
     def check(self) -> Query:
