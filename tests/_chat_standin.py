@@ -5,13 +5,16 @@ with ``"stream": true`` server-sent events (``data: {chunk}`` lines, usage in th
 when ``stream_options.include_usage`` is set, then ``data: [DONE]``). What it says is
 decided by `reply` (a function of the request body); `failures` lists HTTP statuses to
 answer before replying normally (a 429 with ``Retry-After: 0``), `always_fail` a status for
-every request. Every request body is recorded.
+every request. Every request body is recorded. Like vLLM, `raw_unicode` writes non-ASCII raw
+in the streamed JSON (U+2028 and U+0085 included); `write_size` cuts the stream's bytes into
+writes of that many bytes (a CRLF or a UTF-8 character cut in two); `line_end` ends its lines.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +39,9 @@ class ChatStandIn:
         self.headers: list[dict[str, str]] = []
         self.chunk_delay = 0.0
         self.cut_after: int | None = None  # stream this many chunks, then hang up
+        self.raw_unicode = False
+        self.write_size: int | None = None
+        self.line_end = "\n"
         self._lock = threading.Lock()
         standin = self
 
@@ -103,17 +109,25 @@ class ChatStandIn:
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append({"choices": [], "usage": {"prompt_tokens": _tokens(body),
                                                     "completion_tokens": len(pieces)}})
+        end = self.line_end
         for number, chunk in enumerate(chunks):
             if self.cut_after is not None and number >= self.cut_after:
                 handler.close_connection = True
                 return
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
+            data = json.dumps(chunk, ensure_ascii=not self.raw_unicode)
+            self._write(handler, f"data: {data}{end}{end}".encode())
             if self.chunk_delay:
                 time.sleep(self.chunk_delay)
-        handler.wfile.write(b"data: [DONE]\n\n")
-        handler.wfile.flush()
+        self._write(handler, f"data: [DONE]{end}{end}".encode())
         handler.close_connection = True
+
+    def _write(self, handler: BaseHTTPRequestHandler, data: bytes) -> None:
+        size = self.write_size or len(data)
+        if self.write_size:  # each write its own segment, so the client reads it cut
+            handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for start in range(0, len(data), size):
+            handler.wfile.write(data[start:start + size])
+            handler.wfile.flush()
 
     @staticmethod
     def _json(handler: BaseHTTPRequestHandler, status: int, payload: Any,

@@ -25,7 +25,7 @@ from decisionrag._answer import (
 from decisionrag._answer._prompts import TASK_PRESETS
 from decisionrag._cli import main
 from decisionrag._errors import AnswerError
-from decisionrag._http import RetryPolicy
+from decisionrag._http import LineSplitter, RetryPolicy
 from decisionrag._judges import ScriptedJudge
 from decisionrag._navigate import Navigator
 from decisionrag._query import Query, Turn
@@ -90,6 +90,36 @@ async def test_streamed_answer_arrives_in_pieces(standin: ChatStandIn, navigator
     # the counts the stand-in reported in its last chunk
     assert final.usage.output_tokens == 6
     assert final.usage.input_tokens == sum(len(m["content"].split()) for m in body["messages"])
+
+
+# every character str.splitlines (so httpx's aiter_lines) ends a line at, besides CR and LF
+NOT_LINE_ENDS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+async def test_a_streamed_answer_keeps_unicode_line_separators(
+    standin: ChatStandIn, navigator: Navigator, line_end: str
+) -> None:
+    text = "Answer: cats\u2028eat\u0085fish,\x0cmice\u2029and é 猫\x0bfood [1]"
+    standin.reply = lambda body: text
+    standin.raw_unicode, standin.write_size, standin.line_end = True, 3, line_end
+    events = [e async for e in astream_answer(navigator, "cats", generator=generator(standin))]
+    final = events[-1].answer
+    assert final is not None and final.text == text
+    assert "".join(e.text for e in events if e.kind == "delta") == text
+    assert final.cited[0].key == "c1-p0"
+
+
+def test_line_splitter_ends_lines_at_crlf_cr_and_lf_only() -> None:
+    text = f"data: a{NOT_LINE_ENDS}b\r\n\r\ndata: c\rdata: d\n\ne\r\r\nlast"
+    expected = [f"data: a{NOT_LINE_ENDS}b", "", "data: c", "data: d", "", "e", "", "last"]
+    for cut in range(len(text) + 1):  # every split point, a CRLF cut in two included
+        lines = LineSplitter()
+        assert lines.feed(text[:cut]) + lines.feed(text[cut:]) + lines.close() == expected
+    one_by_one = LineSplitter()
+    assert [line for c in text for line in one_by_one.feed(c)] + one_by_one.close() == expected
+    held = LineSplitter()
+    assert held.feed("x\r") == [] and held.close() == ["x"] and held.close() == []
 
 
 def test_sync_answer_and_sync_stream(standin: ChatStandIn, navigator: Navigator) -> None:

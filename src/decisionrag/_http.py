@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -307,6 +308,46 @@ def dump_json(payload: Any) -> bytes:
     return json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
+# ---------------------------------------------------------------- server-sent event lines
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class LineSplitter:
+    """Text in, complete lines out, as server-sent events define lines: they end at CRLF,
+    CR or LF and nowhere else. Not at U+2028, U+2029, U+0085, \\v, \\f or the other
+    characters `str.splitlines` (and so httpx's ``aiter_lines``) breaks on: servers write
+    non-ASCII raw inside their JSON, and an answer may contain any of them.
+
+    Incremental: feed text as it arrives, split anywhere; a CR at the end of a piece is held
+    back, since it may be the first half of a CRLF. The one splitter of the package, used
+    by `HttpClient.post_lines` and by the service client's event reader."""
+
+    def __init__(self) -> None:
+        self._pending = ""  # text after the last line end (at most a trailing CR of one)
+
+    def feed(self, text: str) -> list[str]:
+        """The lines `text` completes, without their line ends."""
+        text = self._pending + text
+        lines: list[str] = []
+        start = 0
+        for match in _LINE_END.finditer(text):
+            if match.group() == "\r" and match.end() == len(text):
+                break
+            lines.append(text[start:match.start()])
+            start = match.end()
+        self._pending = text[start:]
+        return lines
+
+    def close(self) -> list[str]:
+        """The end of the stream: text after the last line end is a last line (a held-back
+        CR ends its line); the splitter is then empty."""
+        rest, self._pending = self._pending, ""
+        if not rest:
+            return []
+        return [rest[:-1] if rest.endswith("\r") else rest]
+
+
 # ---------------------------------------------------------------- per-event-loop state
 
 
@@ -424,10 +465,10 @@ class HttpClient:
 
     async def post_lines(self, path: str, payload: Any) -> AsyncIterator[str]:
         """POST `payload` to `path` and yield the response's lines as they arrive (for
-        server-sent events). Attempts are retried as `post_json`'s are until a 2xx status
-        comes back; once lines flow, a broken or stalled connection is `unavailable` (half
-        an answer cannot be sent again without showing it twice). The stream holds one
-        concurrency slot while it is read."""
+        server-sent events: split by `LineSplitter`, at CRLF, CR and LF only). Attempts are
+        retried as `post_json`'s are until a 2xx status comes back; once lines flow, a broken
+        or stalled connection is `unavailable` (half an answer cannot be sent again without
+        showing it twice). The stream holds one concurrency slot while it is read."""
         import httpx
 
         body = dump_json(payload)
@@ -452,8 +493,12 @@ class HttpClient:
 
         async with slots:
             response = await with_retries(attempt, self.policy, self.who, self.errors)
+            lines = LineSplitter()
             try:
-                async for line in response.aiter_lines():
+                async for text in response.aiter_text():
+                    for line in lines.feed(text):
+                        yield line
+                for line in lines.close():
                     yield line
             except httpx.TimeoutException as exc:
                 raise self.errors.unavailable(

@@ -1,8 +1,9 @@
 """Server-sent events, read as the WHATWG spec says, and `/v1/answer`'s events made typed.
 
 `EventParser` is pure and incremental: feed it text as it arrives (any split, a CRLF cut in
-two included) and it returns the complete events. Lines end at CRLF, LF or CR only — not at
-the other characters `str.splitlines` breaks on (U+2028 may sit raw inside JSON data);
+two included) and it returns the complete events. Lines are split by `_http.LineSplitter`:
+at CRLF, LF or CR only — not at the other characters `str.splitlines` breaks on (U+2028 may
+sit raw inside JSON data);
 ``:`` lines are comments (keep-alives); ``data`` lines join with LF; a blank line dispatches;
 an event without data, and a last event that no blank line ended, are dropped.
 
@@ -14,14 +15,13 @@ it does not know (a newer server may send more).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ServerError
+from .._http import LineSplitter
 from ._results import RemoteAnswer, RemoteAnswerEvent, RemoteResult
 
-_LINE_END = re.compile(r"\r\n|\r|\n")
 MIDSTREAM_STATUS = 502  # what /v1/answer answers for the same failure without streaming
 
 
@@ -34,30 +34,23 @@ class Event:
 
 class EventParser:
     def __init__(self) -> None:
-        self._pending = ""  # text after the last line end
+        self._lines = LineSplitter()
         self._name = ""
         self._data: list[str] = []
         self._last_id: str | None = None
 
     def feed(self, text: str) -> list[Event]:
-        text = self._pending + text
-        events: list[Event] = []
-        start = 0
-        for match in _LINE_END.finditer(text):
-            if match.group() == "\r" and match.end() == len(text):
-                break  # a CR at the end may be the first half of a CRLF
-            event = self._line(text[start:match.start()])
-            if event is not None:
-                events.append(event)
-            start = match.end()
-        self._pending = text[start:]
-        return events
+        return self._events(self._lines.feed(text))
 
     def close(self) -> list[Event]:
-        """The end of the stream: a lone CR left over still ends its line."""
-        events = self.feed("\n") if self._pending.endswith("\r") else []
-        self._pending, self._name, self._data = "", "", []
+        """The end of the stream: a lone CR left over still ends its line; an event that no
+        blank line ended is dropped."""
+        events = self._events(self._lines.close())
+        self._name, self._data = "", []
         return events
+
+    def _events(self, lines: list[str]) -> list[Event]:
+        return [event for line in lines if (event := self._line(line)) is not None]
 
     def _line(self, line: str) -> Event | None:
         if not line:
