@@ -16,6 +16,8 @@ import httpx
 
 from _chat_standin import ChatStandIn
 from _serve_helpers import live_server, settings, write_tree
+from decisionrag._answer import TASK_PRESETS, Source, build_messages
+from decisionrag._query import Query, Turn
 
 HTTP = httpx.Client(timeout=30)
 QUESTION = {"query": "How do I renew my passport?", "k": 3, "top": 2}
@@ -99,6 +101,47 @@ def test_a_failing_answer_model_is_502_or_an_error_event(server: str, standin: C
     found = events(streamed)
     assert [kind for kind, _ in found] == ["retrieved", "error"]
     assert found[-1][1]["error"]["type"] == "generator_failed"
+
+
+def prompt_of(body: dict[str, Any], query: Query, task: str) -> list[dict[str, str]]:
+    """The prompt the in-process `decisionrag.answer` builds for `query` from these sources."""
+    sources = [Source(i, tuple(hit["path"]), hit["text"]) for i, hit in enumerate(body["sources"], 1)]
+    return build_messages(query, sources, TASK_PRESETS[task])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stored_conversation_reaches_the_answer_prompt(
+    server: str, standin: ChatStandIn, stream: bool
+) -> None:
+    first, second = "How do I renew my passport?", "And if it was stolen?"
+    ask = {"k": 3, "top": 2, "conversation_id": f"trip-{stream}", "stream": stream}
+
+    def answer(query: str, **more: Any) -> dict[str, Any]:
+        with HTTP.stream("POST", f"{server}/v1/answer", json={**ask, "query": query, **more}) as response:
+            assert response.status_code == 200, response.read()
+            response.read()
+        return events(response)[-1][1] if stream else response.json()
+
+    body = answer(first)
+    assert body["task"] == "qa" and standin.requests[-1]["messages"] == prompt_of(body, Query(first), "qa")
+    body = answer(second)  # only the id: the server's stored turns are the history
+    sent = standin.requests[-1]["messages"]
+    assert body["task"] == "conversation"
+    assert sent == prompt_of(body, Query(second, "", (Turn("user", first),)), "conversation")
+    assert sent[1]["content"].endswith(f"User: {first}\nUser: {second}\nAgent:")
+    body = answer("What does it cost?", task="qa")
+    assert "User: And if it was stolen?\n" in standin.requests[-1]["messages"][1]["content"]
+
+
+def test_given_messages_reach_the_answer_prompt(server: str, standin: ChatStandIn) -> None:
+    turns = [{"role": "user", "content": "I lost my passport abroad."},
+             {"role": "assistant", "content": "Report it to the police first."},
+             {"role": "user", "content": "Then how do I renew it?"}]
+    body = HTTP.post(f"{server}/v1/answer", json={"k": 3, "top": 2, "messages": turns,
+                                                  "conversation_id": "given"}).json()
+    history = (Turn("user", turns[0]["content"]), Turn("agent", turns[1]["content"]))
+    assert standin.requests[-1]["messages"] == prompt_of(
+        body, Query(turns[2]["content"], "", history), "conversation")
 
 
 def test_top_is_at_most_k(server: str) -> None:

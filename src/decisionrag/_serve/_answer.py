@@ -1,8 +1,10 @@
 """`POST /v1/answer`: retrieve as `/v1/retrieve` does, then the server's answer model answers
 from the top passages with bracketed citations; ``"stream": true`` sends server-sent events.
 
-The retrieval half is `Service.retrieve` itself (keys, limits, conversations, deadline), so
+The retrieval half is `Service.retrieval` itself (keys, limits, conversations, deadline), so
 its errors keep their statuses; the answer model's failures are 502 (``generator_failed``).
+The prompt shows the turns the walk was given: the client's `messages`, or with only a
+`conversation_id` the stored conversation's (as `decisionrag.answer` does with `history=`).
 A server started without an answer model has no such route. A stream is
 ``event: retrieved`` (the ranked passages), ``event: delta`` (``{"text"}``) as the model
 writes, then ``event: done`` (the whole answer, citations resolved) — or ``event: error``
@@ -22,10 +24,10 @@ from pydantic import BaseModel, Field
 
 from .._answer import Generator, Source, build_messages, find_citations, get_task, strip_citations
 from .._errors import DecisionRAGError
-from .._query import Query, Turn
 from ._errors import ServeError
 from ._logging import REQUEST_ID
 from ._schemas import HitOut, RetrieveRequest, RetrieveResponse
+from ._service import Retrieval
 
 MAX_TOP = 50
 
@@ -80,9 +82,9 @@ def answer_router(service: Any, principal: Any, generator: Generator) -> APIRout
         """Retrieve, then answer from the top passages citing them as [n] (SSE with stream)."""
         request_id = REQUEST_ID.get()
         fields = body.model_dump(exclude={"top", "task", "stream"})
-        retrieved: RetrieveResponse = await service.retrieve(who, RetrieveRequest(**fields), request_id)
+        retrieval: Retrieval = await service.retrieval(who, RetrieveRequest(**fields), request_id)
+        retrieved, query = retrieval.response, retrieval.query
         sources = retrieved.results[: body.top]
-        query = _query(body)
         task = get_task(body.task, query)
         messages = build_messages(query, [Source(i, tuple(h.path), h.text) for i, h in enumerate(sources, 1)],
                                   task)
@@ -149,16 +151,6 @@ async def _events(generator: Generator, messages: list[dict[str, str]], max_toke
 
 def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-def _query(body: AnswerRequest) -> Query:
-    """The query as the prompt shows it (the retrieval half checked the same fields)."""
-    roles = {"user": "user", "assistant": "agent", "agent": "agent"}
-    turns = tuple(Turn(roles.get(m.role, m.role), m.content) for m in body.messages or ())
-    if body.query is not None:
-        return Query(body.query, body.context or "", turns)
-    last = max(i for i, turn in enumerate(turns) if turn.role == "user")
-    return Query(turns[last].text, body.context or "", turns[:last])
 
 
 def _responses() -> dict[int | str, dict[str, Any]]:

@@ -13,6 +13,7 @@ import inspect
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import (
@@ -28,7 +29,7 @@ from .._navigate._render import PREAMBLE, Entry, binary_request, pack, render_qu
 from .._query import Query, Turn
 from .._tree import Node, NodeKind
 from ._auth import Principal
-from ._conversations import ConversationStore
+from ._conversations import ConversationState, ConversationStore
 from ._errors import ServeError, invalid, too_large
 from ._gate import LEDGER, GatedJudge, JudgeGate, Ledger
 from ._metrics import Metrics
@@ -51,6 +52,17 @@ from ._trees import TreeRegistry
 
 LIST_TOKENS = 12  # the list's opening and closing lines around the candidates
 _ROLES = {"user": "user", "assistant": "agent", "agent": "agent"}
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retrieval and what an answer to it must see: the query as the walk saw it (its
+    history the client's `messages` or the stored conversation's turns), and the stored
+    conversation, if the request named one."""
+
+    response: RetrieveResponse
+    query: Query
+    conversation: ConversationState | None
 
 
 def navigator_filters() -> bool:
@@ -80,6 +92,10 @@ class Service:
     async def retrieve(
         self, principal: Principal, body: RetrieveRequest, request_id: str
     ) -> RetrieveResponse:
+        return (await self.retrieval(principal, body, request_id)).response
+
+    async def retrieval(self, principal: Principal, body: RetrieveRequest, request_id: str) -> Retrieval:
+        """`retrieve`, with the query the walk was given (``/v1/answer`` prompts with it)."""
         tree_name = body.tree or self.registry.default
         principal.check(tree_name)
         self._check_retrieve(body)
@@ -99,7 +115,7 @@ class Service:
             state.history = [*query.history, Turn("user", query.text)]
             if result.hits:
                 state.remember(result.hits[0].doc_key)
-        return RetrieveResponse(
+        response = RetrieveResponse(
             results=[hit_out(hit) for hit in result.hits],
             usage=UsageOut(**result.usage.to_dict()),
             trace=[StageOut(**stage) for stage in result.trace.to_list()] if body.trace else None,
@@ -109,6 +125,7 @@ class Service:
             seconds=round(result.seconds, 4),
             request_id=request_id,
         )
+        return Retrieval(response, query, state)
 
     def _check_retrieve(self, body: RetrieveRequest) -> None:
         limits = self.limits
