@@ -124,13 +124,22 @@ def test_a_stored_conversation_reaches_the_answer_prompt(
 
     body = answer(first)
     assert body["task"] == "qa" and standin.requests[-1]["messages"] == prompt_of(body, Query(first), "qa")
+    replied = body["answer"]
+    assert replied.endswith(" [1]")
     body = answer(second)  # only the id: the server's stored turns are the history
     sent = standin.requests[-1]["messages"]
     assert body["task"] == "conversation"
-    assert sent == prompt_of(body, Query(second, "", (Turn("user", first),)), "conversation")
-    assert sent[1]["content"].endswith(f"User: {first}\nUser: {second}\nAgent:")
+    # the first answer is the agent's turn, without its [1] (a number of the first turn's passages)
+    history = (Turn("user", first), Turn("agent", replied.removesuffix(" [1]")))
+    assert sent == prompt_of(body, Query(second, "", history), "conversation")
+    assert sent[1]["content"].endswith(f"User: {second}\nAgent:")
+    standin.failures = [400]  # a failed answer is no agent turn
+    with HTTP.stream("POST", f"{server}/v1/answer", json={**ask, "query": "Is it free?"}) as failed:
+        assert failed.read() and (failed.status_code == 502 or events(failed)[-1][0] == "error")
     body = answer("What does it cost?", task="qa")
-    assert "User: And if it was stolen?\n" in standin.requests[-1]["messages"][1]["content"]
+    user = standin.requests[-1]["messages"][1]["content"]
+    assert "User: Is it free?\n" in user and user.count("Agent: ") == 2, user
+    assert user.endswith("Question: What does it cost?")
 
 
 def test_given_messages_reach_the_answer_prompt(server: str, standin: ChatStandIn) -> None:

@@ -4,7 +4,8 @@ from the top passages with bracketed citations; ``"stream": true`` sends server-
 The retrieval half is `Service.retrieval` itself (keys, limits, conversations, deadline), so
 its errors keep their statuses; the answer model's failures are 502 (``generator_failed``).
 The prompt shows the turns the walk was given: the client's `messages`, or with only a
-`conversation_id` the stored conversation's (as `decisionrag.answer` does with `history=`).
+`conversation_id` the stored conversation's (as `decisionrag.answer` does with `history=`);
+the answer is then stored as the agent's turn (a failed or abandoned one is not).
 A server started without an answer model has no such route. A stream is
 ``event: retrieved`` (the ranked passages), ``event: delta`` (``{"text"}``) as the model
 writes, then ``event: done`` (the whole answer, citations resolved) — or ``event: error``
@@ -89,7 +90,7 @@ def answer_router(service: Any, principal: Any, generator: Generator) -> APIRout
         messages = build_messages(query, [Source(i, tuple(h.path), h.text) for i, h in enumerate(sources, 1)],
                                   task)
         if body.stream:
-            events = _events(generator, messages, task.max_tokens, task.name, sources, retrieved, request_id)
+            events = _events(generator, messages, task.max_tokens, task.name, sources, retrieval, request_id)
             return StreamingResponse(events, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         start = time.perf_counter()
@@ -100,6 +101,7 @@ def answer_router(service: Any, principal: Any, generator: Generator) -> APIRout
         generation = GenerationOut(model=generator.name, input_tokens=reply.input_tokens,
                                    output_tokens=reply.output_tokens,
                                    seconds=round(time.perf_counter() - start, 4))
+        retrieval.reply(reply.text)
         return answer_response(reply.text, task.name, sources, retrieved, generation, request_id)
 
     return router
@@ -126,8 +128,9 @@ def answer_response(text: str, task: str, sources: Sequence[HitOut], retrieved: 
 
 
 async def _events(generator: Generator, messages: list[dict[str, str]], max_tokens: int, task: str,
-                  sources: Sequence[HitOut], retrieved: RetrieveResponse, request_id: str
+                  sources: Sequence[HitOut], retrieval: Retrieval, request_id: str
                   ) -> AsyncIterator[bytes]:
+    retrieved = retrieval.response
     yield _event("retrieved", retrieved.model_dump())
     start = time.perf_counter()
     pieces: list[str] = []
@@ -146,6 +149,7 @@ async def _events(generator: Generator, messages: list[dict[str, str]], max_toke
     generation = GenerationOut(model=generator.name, input_tokens=tokens[0], output_tokens=tokens[1],
                                seconds=round(time.perf_counter() - start, 4))
     done = answer_response("".join(pieces), task, sources, retrieved, generation, request_id)
+    retrieval.reply(done.answer)
     yield _event("done", done.model_dump())
 
 

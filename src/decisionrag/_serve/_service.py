@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._answer import strip_citations
 from .._errors import (
     DecisionRAGError,
     InputError,
@@ -63,6 +64,15 @@ class Retrieval:
     response: RetrieveResponse
     query: Query
     conversation: ConversationState | None
+
+    def reply(self, text: str) -> None:
+        """Record the agent's answer in the stored conversation (as `Conversation.reply`
+        does), so the next turn's walk and prompt see it; without its [n] marks, which name
+        this turn's passages only. Skipped when another request moved the conversation on."""
+        state = self.conversation
+        if state is None or not state.history or state.history[-1] != Turn("user", self.query.text):
+            return
+        state.history.append(Turn("agent", strip_citations(text)))
 
 
 def navigator_filters() -> bool:
