@@ -85,6 +85,15 @@ def server_processes(pid: int) -> list[int]:
     return found
 
 
+def role(pid: int, supervisor: int) -> str:
+    """What a server process is: the supervisor, a worker, or multiprocessing's own helper
+    (the resource tracker serves the supervisor and holds no tree)."""
+    if pid == supervisor:
+        return "supervisor"
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return "helper" if "resource_tracker" in command else "worker"
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -147,14 +156,16 @@ def main() -> int:
         single = asyncio.run(load(url, 1, questions, args.queries))
         loaded = asyncio.run(load(url, args.clients, questions, args.queries))
         memory = {pid: rss_mb(pid) for pid in server_processes(process.pid)}
+        roles = {pid: role(pid, process.pid) for pid in memory}
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
-    workers = [mb for pid, mb in memory.items() if pid != process.pid] or list(memory.values())
+    workers = [mb for pid, mb in memory.items() if roles[pid] == "worker"] or list(memory.values())
     ratio = loaded["p50"] / single["p50"]
     figures = {"workers": args.workers, "judge": args.judge, "clients": args.clients,
                "queries_per_client": args.queries, "single": single, "loaded": loaded,
-               "p50_ratio": ratio, "rss_mb": {str(pid): round(mb, 1) for pid, mb in memory.items()}}
+               "p50_ratio": ratio,
+               "rss_mb": {f"{roles[pid]} {pid}": round(mb, 1) for pid, mb in memory.items()}}
     print(f"decisionrag serve --workers {args.workers}, judge {args.judge}, tree {tree.name} "
           f"({os.cpu_count()} CPUs)")
     print(f"{'run':<22}{'requests':>9}{'errors':>8}{'p50 s':>8}{'p99 s':>8}{'req/s':>8}{'wall s':>8}")
@@ -165,7 +176,7 @@ def main() -> int:
     errors = loaded["errors"] + single["errors"]
     print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)")
     print("RSS per process (MB): " + ", ".join(
-        f"{'supervisor' if pid == process.pid and len(memory) > 1 else 'worker'} {mb:.0f}"
+        f"{roles[pid] if len(memory) > 1 else 'worker'} {mb:.0f}"
         for pid, mb in memory.items()) + f"; per worker {statistics.mean(workers):.0f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
