@@ -37,6 +37,11 @@ def _register_serve(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="worker processes sharing the port and the read-only tree files")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="folder of the state the workers share (conversations), kept when "
+                        "the server stops, so conversations survive a restart (default: with "
+                        "--workers 2+ a temporary folder removed at shutdown; with one worker "
+                        "its memory)")
     parser.add_argument("--api-key-file", metavar="FILE",
                         help="JSON file of hashed API keys (`decisionrag keys add`); without it "
                         "the server only binds a loopback address")
@@ -91,7 +96,8 @@ def _settings(args: argparse.Namespace) -> Any:
     return ServeSettings(trees=trees, judge=args.judge, preset=args.preset,
                          api_key_file=getattr(args, "api_key_file", None), limits=limits,
                          reload_seconds=getattr(args, "reload_interval", 1.0), generator=generator,
-                         generator_base_url=getattr(args, "generator_base_url", None))
+                         generator_base_url=getattr(args, "generator_base_url", None),
+                         state_dir=getattr(args, "state_dir", None))
 
 
 def _run_serve(args: argparse.Namespace) -> int:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ipaddress
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -73,12 +76,26 @@ def serve(
 def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]) -> None:
     from ._app import create_app
 
-    create_app(dataclasses.replace(settings, warm=False))  # fail fast, here
-    with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir:
+    with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir, \
+            state_folder(settings) as settings:
+        create_app(dataclasses.replace(settings, warm=False))  # fail fast, here
+        os.environ[SETTINGS_ENV] = settings.to_json()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         config = uvicorn.Config("decisionrag._serve._app:app_from_environment", factory=True,
                                 workers=workers, **common)
         Multiprocess(config, sockets=[config.bind_socket()]).run()
+
+
+@contextlib.contextmanager
+def state_folder(settings: ServeSettings) -> Iterator[ServeSettings]:
+    """`settings` with the folder the workers share: the one the user named (kept, so
+    conversations survive a restart), else a new one removed when the server stops."""
+    if settings.state_dir is not None:
+        Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+        yield settings
+        return
+    with tempfile.TemporaryDirectory(prefix="decisionrag-state-") as folder:
+        yield dataclasses.replace(settings, state_dir=folder)
 
 
 class DrainingServer(uvicorn.Server):

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from .._navigate._render import PREAMBLE, Entry, binary_request, pack, render_qu
 from .._query import Query, Turn
 from .._tree import Node, NodeKind
 from ._auth import Principal
-from ._conversations import ConversationState, ConversationStore
+from ._conversations import ConversationKey, ConversationState, ConversationStore, open_conversations
 from ._errors import ServeError, invalid, too_large
 from ._gate import LEDGER, GatedJudge, JudgeGate, Ledger
 from ._metrics import Metrics
@@ -55,7 +55,7 @@ LIST_TOKENS = 12  # the list's opening and closing lines around the candidates
 _ROLES = {"user": "user", "assistant": "agent", "agent": "agent"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Retrieval:
     """A retrieval and what an answer to it must see: the query as the walk saw it (its
     history the client's `messages` or the stored conversation's turns), and the stored
@@ -64,15 +64,22 @@ class Retrieval:
     response: RetrieveResponse
     query: Query
     conversation: ConversationState | None
+    store: ConversationStore | None = None
+    key: ConversationKey | None = None
 
     def reply(self, text: str) -> None:
         """Record the agent's answer in the stored conversation (as `Conversation.reply`
         does), so the next turn's walk and prompt see it; without its [n] marks, which name
         this turn's passages only. Skipped when another request moved the conversation on."""
-        state = self.conversation
-        if state is None or not state.history or state.history[-1] != Turn("user", self.query.text):
+        if self.store is None or self.key is None:
             return
-        state.history.append(Turn("agent", strip_citations(text)))
+        asked, answered = Turn("user", self.query.text), Turn("agent", strip_citations(text))
+
+        def add(state: ConversationState) -> None:
+            if state.history and state.history[-1] == asked:
+                state.history.append(answered)
+
+        self.conversation = self.store.update(self.key, add)
 
 
 def navigator_filters() -> bool:
@@ -88,13 +95,15 @@ class Service:
         gate: JudgeGate,
         limits: ServeLimits,
         metrics: Metrics,
+        conversations: ConversationStore | None = None,
     ) -> None:
         self.registry = registry
         self.judge = judge
         self.gate = gate
         self.limits = limits
         self.metrics = metrics
-        self.conversations = ConversationStore(limits.max_conversations, limits.conversation_ttl)
+        self.conversations = conversations if conversations is not None else open_conversations(
+            limits.max_conversations, limits.conversation_ttl, None)
         self.filters_supported = navigator_filters()
 
     # -- retrieve ------------------------------------------------------------------------
@@ -110,9 +119,10 @@ class Service:
         principal.check(tree_name)
         self._check_retrieve(body)
         query, given_history = self._query(body)
-        state = None
+        state = key = None
         if body.conversation_id is not None:
-            state = self.conversations.get((principal.name, tree_name, body.conversation_id))
+            key = (principal.name, tree_name, body.conversation_id)
+            state = self.conversations.get(key)
             if given_history is None:
                 query = Query(query.text, query.context, tuple(state.history[-self.limits.max_messages:]))
         notepad = tuple(state.notepad) if state is not None else ()
@@ -121,10 +131,8 @@ class Service:
             navigator = self._navigator(served.navigator, body.preset)
             result = await self._deadline(
                 self._walk(navigator, query, body.k, notepad, body.filters), body.timeout)
-        if state is not None:
-            state.history = [*query.history, Turn("user", query.text)]
-            if result.hits:
-                state.remember(result.hits[0].doc_key)
+        if key is not None:
+            state = self.conversations.update(key, self._recorder(query, given_history, result))
         response = RetrieveResponse(
             results=[hit_out(hit) for hit in result.hits],
             usage=UsageOut(**result.usage.to_dict()),
@@ -135,7 +143,22 @@ class Service:
             seconds=round(result.seconds, 4),
             request_id=request_id,
         )
-        return Retrieval(response, query, state)
+        return Retrieval(response, query, state, self.conversations if key else None, key)
+
+    def _recorder(self, query: Query, given_history: tuple[Turn, ...] | None, result: Result
+                  ) -> Callable[[ConversationState], None]:
+        """How a retrieval changes its stored conversation: the user's turn added to the
+        stored turns as they are now (a concurrent turn is kept), or the client's turns
+        replace them; the top hit's page goes to the front of the notepad."""
+        asked = Turn("user", query.text)
+
+        def record(state: ConversationState) -> None:
+            earlier = state.history if given_history is None else list(given_history)
+            state.history = [*earlier, asked][-self.limits.max_messages:]
+            if result.hits:
+                state.remember(result.hits[0].doc_key)
+
+        return record
 
     def _check_retrieve(self, body: RetrieveRequest) -> None:
         limits = self.limits
@@ -327,7 +350,9 @@ def build_service(settings: ServeSettings, judge: Judge | None = None) -> Servic
     gated = GatedJudge(judge if judge is not None else load_judge(settings.judge), gate, metrics)
     registry = TreeRegistry(settings.trees, gated, settings.preset, metrics,
                             reload_seconds=settings.reload_seconds, warm=settings.warm)
-    return Service(registry, gated, gate, limits, metrics)
+    conversations = open_conversations(limits.max_conversations, limits.conversation_ttl,
+                                       settings.state_dir)
+    return Service(registry, gated, gate, limits, metrics, conversations)
 
 
 def node_ref(node: Node) -> NodeRef:

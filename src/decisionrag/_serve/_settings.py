@@ -73,7 +73,8 @@ class ServeLimits:
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
     """`trees`: (name, path) pairs, the first one the default; `judge`: a judge id;
-    `generator`: the answer model id for ``POST /v1/answer`` (None: that endpoint says 501)."""
+    `generator`: the answer model id for ``POST /v1/answer`` (None: that endpoint says 501);
+    `state_dir`: the folder of the state every worker shares (conversations)."""
 
     trees: tuple[tuple[str, str], ...]
     judge: str = "embedded"
@@ -84,6 +85,7 @@ class ServeSettings:
     warm: bool = True
     generator: str | None = None  # the answer model of POST /v1/answer (openai-compatible:MODEL)
     generator_base_url: str | None = None
+    state_dir: str | None = None  # what workers share (conversations); None: one worker's memory
 
     def __post_init__(self) -> None:
         if not self.trees:
