@@ -19,6 +19,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            "pid": record.process,  # which worker of `--workers N`
         }
         request_id = getattr(record, "request_id", None) or REQUEST_ID.get()
         if request_id:
