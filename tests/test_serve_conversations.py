@@ -96,6 +96,7 @@ def test_files_are_named_by_a_digest_never_by_the_id(tmp_path: Path) -> None:
     assert len(names) == 2 and "index.json" in names
     assert all(name == "index.json" or len(name) == 45 for name in names)
     assert texts(FileConversations(tmp_path, 10, 60.0).get(hostile)) == ["hi"]  # another process's view
+    assert (FileConversations(tmp_path / "new", 10, 60.0).folder.stat().st_mode & 0o077) == 0
 
 
 def _append_turns(folder: str, worker: int, turns: int) -> None:

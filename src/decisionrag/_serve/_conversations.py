@@ -126,7 +126,8 @@ class FileConversations:
         self.capacity = capacity
         self.ttl = ttl
         self.clock = clock  # wall time: shared by processes, and kept across restarts
-        (self.folder / "locks").mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # what users said: private
+        (self.folder / "locks").mkdir(exist_ok=True)
 
     def path(self, key: ConversationKey) -> Path:
         digest = content_key(*key, length=40)
