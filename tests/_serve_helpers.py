@@ -106,3 +106,13 @@ def start_cli_server(
     wait_until(process, http_ok(f"http://127.0.0.1:{port}/readyz"), what="serve", timeout=60,
                log=lambda: process.stderr.read() if process.stderr else "")
     return process
+
+
+@contextmanager
+def answering_server(folder: Path, generator_url: str) -> Iterator[Live]:
+    """A live server over the small corpus whose answer model is the chat stand-in at
+    `generator_url` (so `POST /v1/answer` exists)."""
+    tree = write_tree(folder / "docs.tree")
+    with live_server(settings({"docs": tree}, generator="openai-compatible:stand-in",
+                              generator_base_url=generator_url)) as url:
+        yield url

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from _chat_standin import ChatStandIn, cite_first
-from _serve_helpers import live_server, settings, write_tree
+from _serve_helpers import answering_server, live_server, settings, write_tree
 from decisionrag import Client, RemoteAnswer, RemoteAnswerEvent, RemoteHit, RemoteResult, ServerError
 from decisionrag._client._sse import EventParser
 
@@ -33,9 +33,7 @@ def standin() -> Iterator[ChatStandIn]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, standin: ChatStandIn) -> Iterator[str]:
-    tree = write_tree(tmp_path_factory.mktemp("canswer") / "docs.tree")
-    with live_server(settings({"docs": tree}, generator="openai-compatible:stand-in",
-                              generator_base_url=standin.base_url)) as url:
+    with answering_server(tmp_path_factory.mktemp("canswer"), standin.base_url) as url:
         yield url
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 import httpx
 
 from _chat_standin import ChatStandIn
-from _serve_helpers import live_server, settings, write_tree
+from _serve_helpers import answering_server, live_server, settings, write_tree
 from decisionrag._answer import TASK_PRESETS, Source, build_messages
 from decisionrag._query import Query, Turn
 
@@ -31,9 +31,7 @@ def standin() -> Iterator[ChatStandIn]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, standin: ChatStandIn) -> Iterator[str]:
-    tree = write_tree(tmp_path_factory.mktemp("answer") / "docs.tree")
-    with live_server(settings({"docs": tree}, generator="openai-compatible:stand-in",
-                              generator_base_url=standin.base_url)) as url:
+    with answering_server(tmp_path_factory.mktemp("answer"), standin.base_url) as url:
         yield url
 
 
