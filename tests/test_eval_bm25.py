@@ -93,3 +93,44 @@ def test_passage_text_prepends_title_and_headings() -> None:
         "Guide\nEligibility > Age\nBe 18."
     )
     assert passage_text("", (), "Only text") == "Only text"
+
+
+def test_a_saved_index_is_reused_and_scores_exactly_as_a_fresh_one(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bm25s
+    import numpy as np
+
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path))
+    keys, texts = list(CORPUS), list(CORPUS.values())
+    first = BM25Retriever(keys, texts, k1=K1, b=B, cache=True)
+    assert not first.from_cache and len(list((tmp_path / "bm25").iterdir())) == 1
+
+    def no_indexing(*_a: object, **_k: object) -> None:
+        raise AssertionError("indexed again although a saved index exists")
+
+    monkeypatch.setattr(bm25s.BM25, "index", no_indexing)
+    again = BM25Retriever(keys, texts, k1=K1, b=B, cache=True)
+    assert again.from_cache
+    for query in ("happy cat", "passport photo fee", "dog dog barking", "unknownword"):
+        assert np.array_equal(again.scores(query), first.scores(query))
+        assert again.retrieve(query, 3) == first.retrieve(query, 3)
+    monkeypatch.undo()
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path))
+    changed = BM25Retriever(keys, [*texts[:-1], "A sunny day."], k1=K1, b=B, cache=True)
+    assert not changed.from_cache  # one changed passage is another index
+    assert changed.scores("sunny")[-1] > 0 and first.scores("sunny")[-1] > 0
+
+
+def test_an_unreadable_saved_index_is_rebuilt(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path))
+    keys, texts = list(CORPUS), list(CORPUS.values())
+    BM25Retriever(keys, texts, k1=K1, b=B, cache=True)
+    [folder] = list((tmp_path / "bm25").iterdir())
+    (folder / "params.index.json").write_text("{half", encoding="utf-8")
+    rebuilt = BM25Retriever(keys, texts, k1=K1, b=B, cache=True)
+    assert not rebuilt.from_cache
+    expected = reference_scores("happy cat")
+    got = dict(zip(keys, rebuilt.scores("happy cat").tolist(), strict=True))
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert BM25Retriever(keys, texts, k1=K1, b=B, cache=True).from_cache  # saved again
