@@ -87,3 +87,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    """The xquad-en corpus built once per session as the default build does; tests only read it."""
+    from decisionrag import build_tree
+
+    path = tmp_path_factory.mktemp("xquad") / "xquad.tree"
+    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
+    return path

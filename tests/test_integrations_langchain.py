@@ -40,7 +40,6 @@ from decisionrag import (
     Navigator,
     ScriptedJudge,
     Tree,
-    build_tree,
     load_judge,
 )
 from decisionrag.integrations.langchain import (
@@ -51,13 +50,6 @@ from decisionrag.integrations.langchain import (
 )
 
 QUERY = "What did the Normans do in England?"
-
-
-@pytest.fixture(scope="module")
-def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    path = tmp_path_factory.mktemp("lc") / "xquad.tree"
-    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
-    return path
 
 
 @pytest.fixture(scope="module")

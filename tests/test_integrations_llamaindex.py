@@ -13,17 +13,10 @@ pytest.importorskip("llama_index.core")
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from decisionrag import BinaryRequest, ChoiceRequest, ScriptedJudge, Tree, build_tree
+from decisionrag import BinaryRequest, ChoiceRequest, ScriptedJudge, Tree
 from decisionrag.integrations.llamaindex import DecisionRAGReranker, DecisionRAGRetriever
 
 QUERY = "What did the Normans do in England?"
-
-
-@pytest.fixture(scope="module")
-def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    path = tmp_path_factory.mktemp("li") / "xquad.tree"
-    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
-    return path
 
 
 class ThreadRecordingJudge(ScriptedJudge):

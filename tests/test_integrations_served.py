@@ -19,23 +19,12 @@ pytest.importorskip("uvicorn")
 
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-import decisionrag
 from _processes import free_port, http_ok, stopped_at_exit, wait_until
-from decisionrag import Tree, build_tree
+from decisionrag import Tree
 from decisionrag.integrations.langchain import DecisionRAGRetriever
 from decisionrag.integrations.llamaindex import DecisionRAGRetriever as LlamaRetriever
 
-if not hasattr(decisionrag, "Client"):
-    pytest.skip("decisionrag.Client is not in this build", allow_module_level=True)
-
 QUERY = "What did the Normans do in England?"
-
-
-@pytest.fixture(scope="module")
-def xquad_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    path = tmp_path_factory.mktemp("served") / "xquad.tree"
-    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
-    return path
 
 
 @pytest.fixture(scope="module")

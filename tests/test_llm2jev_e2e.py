@@ -17,20 +17,13 @@ import pytest
 
 from _processes import free_port, port_open, stopped_at_exit, wait_until
 from _tiny_chat_lm import build_tiny_chat_lm
-from decisionrag import Tree, build_tree
+from decisionrag import Tree
 
 pytest.importorskip("llm2jev")
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.slow
 
 QUESTION = "When did the Normans conquer England?"
-
-
-@pytest.fixture(scope="module")
-def corpus_tree(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    path = tmp_path_factory.mktemp("llm2jev") / "xquad.tree"
-    build_tree([shared_data / "xquad-en" / "corpus.jsonl"], path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +56,14 @@ def _ask(url: str, tree: Path, *extra: str) -> dict:
     return answer
 
 
-def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str, corpus_tree: Path) -> None:
-    answer = _ask(llm2jev_url, corpus_tree)
+def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str, xquad_tree: Path) -> None:
+    answer = _ask(llm2jev_url, xquad_tree)
     results = answer["results"]
     assert len(results) == 5
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True)
     assert len({r["id"] for r in results}) == 5
-    with Tree.open(corpus_tree) as tree:
+    with Tree.open(xquad_tree) as tree:
         for r in results:
             assert tree.node(r["id"]).text == r["text"]
     # the model really answered: probabilities from its logits, not a default
@@ -79,7 +72,7 @@ def test_ask_with_a_real_llm2jev_server_returns_ranked_passages(llm2jev_url: str
 
     # the compact question form against the same server: the server's own token count
     # (prompt tokens its engine processed) drops, the walk has the same shape
-    compact = _ask(llm2jev_url, corpus_tree, "--questions", "compact")
+    compact = _ask(llm2jev_url, xquad_tree, "--questions", "compact")
     assert len(compact["results"]) == 5
     assert compact["usage"]["requests"] == answer["usage"]["requests"]
     assert compact["usage"]["input_tokens"] < answer["usage"]["input_tokens"]
