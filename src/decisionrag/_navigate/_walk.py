@@ -333,7 +333,7 @@ class Walk:
         if retriever is None or self.preset.hybrid_k <= 0:
             return []
         found = []
-        for key, _score in retriever.retrieve(self.retriever_text(), self.preset.hybrid_k):
+        for key, _score in retriever.retrieve(self.query.search_text, self.preset.hybrid_k):
             try:
                 node = self.tree.node(key)
             except KeyError:
@@ -342,9 +342,6 @@ class Walk:
                 ) from None
             found.append(node)
         return found
-
-    def retriever_text(self) -> str:
-        return self.query.search_text
 
     async def judge_passages(self, passages: list[Node]) -> list[Scored]:
         settings = self.preset.passages
