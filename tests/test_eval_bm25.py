@@ -134,3 +134,26 @@ def test_an_unreadable_saved_index_is_rebuilt(tmp_path, monkeypatch: pytest.Monk
     got = dict(zip(keys, rebuilt.scores("happy cat").tolist(), strict=True))
     assert got == pytest.approx(expected, rel=1e-5)
     assert BM25Retriever(keys, texts, k1=K1, b=B, cache=True).from_cache  # saved again
+
+
+def test_a_save_removes_the_staging_folder_a_dead_process_left(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path))
+    keys, texts = list(CORPUS), list(CORPUS.values())
+    BM25Retriever(keys, texts, k1=K1, b=B, cache=True)
+    [folder] = list((tmp_path / "bm25").iterdir())
+    shutil.rmtree(folder)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout)
+    stale = folder.parent / f".{folder.name}.{dead}.abc123xy.tmp"
+    (stale / "half").mkdir(parents=True)
+    alive = folder.parent / f".{folder.name}.{os.getppid()}.abc123xy.tmp"
+    alive.mkdir()
+    assert not BM25Retriever(keys, texts, k1=K1, b=B, cache=True).from_cache
+    assert folder.is_dir() and not stale.exists() and alive.exists()

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -76,8 +77,21 @@ def current_umask() -> int:
 _LEGACY_AGE = 24 * 3600.0  # seconds: a temporary file without a pid older than this is abandoned
 
 
+def temporary_folder_beside(path: PathLike, suffix: str = ".tmp") -> Path:
+    """A new empty temporary folder in `path`'s folder, for a later ``os.replace`` of a whole
+    folder; named, moded and cleaned up after dead writers as `temporary_beside` does."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target, suffix)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
+                                dir=target.parent))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    return tmp
+
+
 def remove_stale_temporaries(path: PathLike, suffix: str = ".tmp") -> list[Path]:
-    """Delete the temporary files of `path` whose writer is dead; the paths removed.
+    """Delete the temporary files (and folders) of `path` whose writer is dead; the paths
+    removed.
 
     Also removes, when older than a day, the pid-less names of earlier versions
     (``NAME.RANDOM.tmp``, ``.NAME.RANDOM.tmp``)."""
@@ -94,7 +108,10 @@ def remove_stale_temporaries(path: PathLike, suffix: str = ".tmp") -> list[Path]
         for prefix in (f".{target.name}.", f"{target.name}."):
             if name.startswith(prefix) and _abandoned(name[len(prefix):-len(suffix)], entry):
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
                     removed.append(Path(entry.path))
                 break
     return removed

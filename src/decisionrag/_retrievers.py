@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import missing_extra
-from ._files import cache_root, content_key
+from ._files import cache_root, content_key, temporary_folder_beside
 from ._tree import Tree
 from ._tree._vectors import passage_text
 
@@ -134,8 +133,7 @@ def _save_index(model: Any, folder: Path) -> None:
     """Save into a fresh folder beside `folder`, then rename it into place: readers see a
     whole index or none. A cache that cannot be written is skipped, not an error."""
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", dir=folder.parent))
+        staging = temporary_folder_beside(folder)
     except OSError:
         return
     try:
