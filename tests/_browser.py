@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+_KEY_CODES = {"Enter": 13, "Tab": 9, "Escape": 27, " ": 32, "End": 35, "Home": 36,
+              "ArrowLeft": 37, "ArrowUp": 38, "ArrowRight": 39, "ArrowDown": 40}
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -115,6 +117,29 @@ class Browser:
         self._events.clear()
         self.call("Page.navigate", url=path.resolve().as_uri())
         self.wait_for_event("Page.loadEventFired")
+
+    def goto(self, url: str) -> None:
+        """Open `url` (a page a test server serves) and wait for its load event."""
+        self._events.clear()
+        self.call("Page.navigate", url=url)
+        self.wait_for_event("Page.loadEventFired")
+
+    def resize(self, width: int, height: int, *, mobile: bool = False) -> None:
+        """The window's size (a phone's with `mobile`: touch, its viewport meta honoured)."""
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=mobile)
+
+    def press(self, key: str, *, text: str = "") -> None:
+        """A real key press (keyDown, keyUp) sent to the focused element, e.g. "ArrowDown"."""
+        code = _KEY_CODES.get(key, ord(key.upper()[0]) if len(key) == 1 else 0)
+        common = {"key": key, "code": key if len(key) > 1 else f"Key{key.upper()}",
+                  "windowsVirtualKeyCode": code, "nativeVirtualKeyCode": code}
+        self.call("Input.dispatchKeyEvent", type="keyDown", text=text, **common)
+        self.call("Input.dispatchKeyEvent", type="keyUp", **common)
+
+    def type_text(self, text: str) -> None:
+        """Text typed into the focused element (as an input method would insert it)."""
+        self.call("Input.insertText", text=text)
 
     def wait_for_event(self, method: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -116,3 +116,19 @@ def answering_server(folder: Path, generator_url: str) -> Iterator[Live]:
     with live_server(settings({"docs": tree}, generator="openai-compatible:stand-in",
                               generator_base_url=generator_url)) as url:
         yield url
+
+
+def library_tree(path: Path) -> Path:
+    """Six books under Old and New, each with a year, a language and (all but one) tags;
+    every first passage carries a page number (metadata for the filter and console tests)."""
+    books = [("Dune", 1965, "en", ["sf"]), ("Solaris", 1961, "pl", ["sf"]),
+             ("Emma", 1815, "en", ["novel"]), ("Ubik", 1969, "en", ["sf", "novel"]),
+             ("Candide", 1759, "fr", ["satire"]), ("Walden", 1854, "en", [])]
+    with TreeWriter(path) as writer:
+        for title, year, lang, tags in books:
+            meta: dict[str, Any] = {"year": year, "lang": lang, **({"tags": tags} if tags else {})}
+            passages = [PassageSpec(f"{title} opens with a chapter.", key=f"{title}#p0", meta={"page": 1}),
+                        PassageSpec(f"{title} ends with another chapter.", key=f"{title}#p1")]
+            writer.add_document(DocumentSpec(title, passages, key=title.lower(), meta=meta,
+                                             groups=("Old" if year < 1900 else "New",)))
+    return path

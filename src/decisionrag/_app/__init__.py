@@ -17,6 +17,7 @@ Reranking
     one shared context, then reordered by one multiple choice, as the walk's last stages.
 Showing
     `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
+    `metadata_keys(tree)`: the metadata keys of a tree's documents, their values and ranges.
 Building
     `build_tree(sources, out, cluster=...)` (build plus clustering, atomic);
     `read_documents(sources, format, on_skip=...)`; `add_sources(tree, sources, ...)`
@@ -40,6 +41,7 @@ from ._ask import (
 from ._build import add_sources, build_tree, read_documents
 from ._display import degraded_warning, format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
+from ._metadata import metadata_keys
 from ._rerank import rerank_texts
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "format_hits",
     "format_trace",
     "load_retriever",
+    "metadata_keys",
     "open_navigator",
     "print_result",
     "read_documents",

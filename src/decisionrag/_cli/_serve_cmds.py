@@ -1,4 +1,4 @@
-"""`decisionrag serve`, `decisionrag mcp` and `decisionrag keys`: shells over `_serve`."""
+"""`decisionrag serve`, `decisionrag ui`, `decisionrag mcp` and `decisionrag keys`: shells over `_serve`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .._errors import InputError, missing_extra
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _register_serve(subparsers)
+    _register_ui(subparsers)
     _register_mcp(subparsers)
     _register_keys(subparsers)
 
@@ -28,15 +29,26 @@ def _tree_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _register_serve(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
-        "serve", help="serve trees over HTTP (retrieve, rerank, trees; OpenAPI at /docs)",
+        "serve", help="serve trees over HTTP (retrieve, rerank, trees; a console at /ui, OpenAPI at /docs)",
         description="An HTTP retrieval service over one or more tree files (FastAPI + uvicorn, the "
         "'serve' extra). A tree file replaced on disk is reopened; requests in flight finish on "
-        "the old one. SIGTERM drains requests in flight, then exits. Logs are JSON lines on stderr.")
+        "the old one. SIGTERM drains requests in flight, then exits. Logs are JSON lines on stderr. "
+        "A web console to browse, search and ask is at /ui.")
     _tree_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="worker processes sharing the port and the read-only tree files")
+    _service_arguments(parser)
+    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                        help="seconds SIGTERM waits for requests in flight (default: 30)")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--no-ui", action="store_true", help="do not serve the web console at /ui")
+    parser.set_defaults(func=_run_serve)
+
+
+def _service_arguments(parser: argparse.ArgumentParser) -> None:
+    """What `serve` and `ui` both take: the service's state, keys, limits and answer model."""
     parser.add_argument("--state-dir", metavar="DIR",
                         help="folder of the state the workers share (conversations), kept when "
                         "the server stops, so conversations survive a restart (default: with "
@@ -56,17 +68,28 @@ def _register_serve(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="any other limit, e.g. max_k=50, max_body_bytes=200000, max_query_chars, "
                         "max_messages, max_conversation_chars, max_documents, max_timeout, "
                         "max_conversations, conversation_ttl (repeatable)")
-    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
-                        help="seconds SIGTERM waits for requests in flight (default: 30)")
     parser.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
                         help="how often tree and key files are checked for replacement (default: 1)")
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     parser.add_argument("--generator", metavar="ID",
                         help="answer model, openai-compatible:MODEL: enables POST /v1/answer "
                         "(default: $DECISIONRAG_GENERATOR; none: no such endpoint)")
     parser.add_argument("--generator-base-url", metavar="URL",
                         help="the answer model's endpoint (default: $OPENAI_BASE_URL, else the OpenAI API)")
-    parser.set_defaults(func=_run_serve)
+
+
+def _register_ui(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "ui", help="the web console on a loopback server: prints its address",
+        description="Serve trees on 127.0.0.1 (a free port unless --port) with the same settings "
+        "as `decisionrag serve`, and print the address of the console (browse a tree, search "
+        "it, watch the walk, read the answer). One process; Ctrl-C stops it.")
+    _tree_arguments(parser)
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    _service_arguments(parser)
+    parser.add_argument("--open", action="store_true", help="also open the console in the default browser")
+    parser.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"),
+                        help="request logs on stderr from this level (default: warning)")
+    parser.set_defaults(func=_run_ui)
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -97,7 +120,8 @@ def _settings(args: argparse.Namespace) -> Any:
                          api_key_file=getattr(args, "api_key_file", None), limits=limits,
                          reload_seconds=getattr(args, "reload_interval", 1.0), generator=generator,
                          generator_base_url=getattr(args, "generator_base_url", None),
-                         state_dir=getattr(args, "state_dir", None))
+                         state_dir=getattr(args, "state_dir", None),
+                         ui=not getattr(args, "no_ui", False))
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -112,6 +136,17 @@ def _run_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     serve(settings, host=args.host, port=args.port, workers=args.workers,
           drain_seconds=args.drain_timeout, log_level=args.log_level)
+    return 0
+
+
+def _run_ui(args: argparse.Namespace) -> int:
+    try:
+        from .._serve._run import serve_console
+    except ImportError as exc:
+        raise missing_extra(exc.name or "fastapi", "serve") from exc
+    settings = _settings(args)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    serve_console(settings, port=args.port, open_browser=args.open, log_level=args.log_level)
     return 0
 
 

@@ -327,6 +327,9 @@ def _register_stats(subparsers: argparse._SubParsersAction[Any]) -> None:
         "(min/median/max), file size and schema version.")
     parser.add_argument("tree", metavar="TREE", help="a tree file written by 'decisionrag build'")
     parser.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+    parser.add_argument("--metadata", action="store_true",
+                        help="also the documents' metadata keys: how many documents have each, its "
+                        "values and ranges (what filters can test)")
     parser.set_defaults(func=_run_stats)
 
 
@@ -361,11 +364,38 @@ def _format_stats(stats: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _format_metadata(metadata: dict[str, Any]) -> list[str]:
+    if not metadata["summarised"]:
+        return ["metadata: this tree file predates metadata summaries (rebuild or sync it to list them)"]
+    if not metadata["keys"]:
+        return ["metadata: none"]
+    lines = [f"metadata keys (over {metadata['documents']:,} documents):"]
+    for entry in metadata["keys"]:
+        parts = [f"{entry['documents']:,} documents"]
+        values = entry["values"]
+        if values is None:
+            parts.append(f"more than {metadata['max_values']} values")
+        else:
+            shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in values[:8])
+            parts.append(f"values {shown}{', …' if len(values) > 8 else ''}")
+        if entry["numbers"] is not None:
+            parts.append(f"numbers {entry['numbers'][0]:g}–{entry['numbers'][1]:g}")
+        lines.append(f"  {entry['key']}: " + "; ".join(parts))
+    return lines
+
+
 def _run_stats(args: argparse.Namespace) -> int:
+    from .._app import metadata_keys
+
     with Tree.open(args.tree) as tree:
         stats = tree_stats(tree)
+        if args.metadata:
+            stats["metadata"] = metadata_keys(tree)
     if args.json:
         print(json.dumps(stats, indent=2))
     else:
-        print("\n".join(_format_stats(stats)))
+        lines = _format_stats(stats)
+        if args.metadata:
+            lines += _format_metadata(stats["metadata"])
+        print("\n".join(lines))
     return 0

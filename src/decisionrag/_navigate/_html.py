@@ -20,6 +20,23 @@ from ._html_assets import SCRIPT, STYLE
 if TYPE_CHECKING:  # annotations only: `Result.to_html` imports this module
     from ._result import Hit, Result, StageTrace
 
+# How to read the walk, for a first-time reader: on the walk page and in the server's console.
+LEGEND = (
+    '<details class="legend" open><summary>How to read the walk</summary><ul>'
+    "<li>Each <b>stage</b> is one level of the tree. The decision model read the question beside "
+    "every candidate of the level in one shared context and gave each a <b>P(yes)</b>: how likely "
+    "the answer is under it. Open a stage to see its candidates, best first.</li>"
+    '<li>A <b>bar</b> is that P(yes), from 0 (empty) to 1 (full). <span class="badge opened">opened'
+    '</span> kept, and its children judged in the next stage; <span class="badge kept">kept</span> '
+    'survived this stage; <span class="badge pruned">pruned</span> not kept; '
+    '<span class="badge reopened">reopened</span> pruned, then brought back by recovery. The bar '
+    "under a stage's name is its share kept (green), reopened (orange) and pruned (grey).</li>"
+    "<li>A stage keeps a <b>budget</b> (its best few: a number, a share, at least one), not the "
+    "candidates over a threshold. When every candidate looks unlikely the best of them are still "
+    "kept, so a kept candidate can read 0.00. P(yes) compares candidates within a stage; the "
+    "final order also follows the multiple-choice judgment (<i>choice</i>) of the best passages.</li>"
+    "</ul></details>"
+)
 RECOVERY = "recovery"  # the stage name of recovery from pruning (#11)
 LABEL_LIMIT = 240  # characters of a candidate's label kept in the page's data
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
@@ -28,11 +45,8 @@ _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 def render_html(result: Result, answer: Any = None, *, title: str | None = None) -> str:
     """The page for `result`; `answer` is an `Answer`, its `to_dict()`, or None."""
     answer_data = _answer_dict(answer)
-    later = _reopened_later(result.trace.stages)
-    stages = [stage_data(stage, places, later[i])
-              for i, (stage, places) in enumerate(_with_places(result.trace.stages))]
-    hits = [hit_data(rank, hit) for rank, hit in enumerate(result.hits, 1)]
-    data = {"stages": stages, "hits": hits, "answer": answer_data}
+    data = {**walk_data(result), "answer": answer_data}
+    stages, hits = data["stages"], data["hits"]
     heading = title or f"decisionrag: {result.query.text}"
     body = "\n".join([
         _header(result),
@@ -46,6 +60,22 @@ def render_html(result: Result, answer: Any = None, *, title: str | None = None)
 
 
 # -- the data ----------------------------------------------------------------------------
+
+
+def walk_data(result: Result) -> dict[str, Any]:
+    """What the walk view draws, as JSON: ``stages`` (`walk_stages`) and ``hits`` (the
+    ranking, `hit_data`). The page embeds it; the server sends the stages with
+    ``/v1/retrieve``'s ``walk: true`` and its console draws them with the same script."""
+    return {"stages": walk_stages(result),
+            "hits": [hit_data(rank, hit) for rank, hit in enumerate(result.hits, 1)]}
+
+
+def walk_stages(result: Result) -> list[dict[str, Any]]:
+    """Every stage of the walk as `stage_data` draws it, each candidate's branch and
+    reopening worked out from the stages around it."""
+    later = _reopened_later(result.trace.stages)
+    return [stage_data(stage, places, later[i])
+            for i, (stage, places) in enumerate(_with_places(result.trace.stages))]
 
 
 def stage_data(stage: StageTrace, places: Mapping[int, str],
@@ -191,8 +221,9 @@ def _header(result: Result) -> str:
         f'<span id="total-requests">{usage.requests}</span> requests · '
         f'<span id="total-tokens">{usage.input_tokens:,}</span> input tokens · '
         f'{result.seconds:.2f} s</p>',
-        '<input id="search" type="search" placeholder="Search every candidate (title, text or id)…" '
-        'autocomplete="off">',
+        '<label class="sr-only" for="search">Search every candidate of the walk</label>'
+        '<input id="search" class="walk-search" type="search" '
+        'placeholder="Search every candidate (title, text or id)…" autocomplete="off">',
         "</header>",
     ]
     return "\n".join(p for p in parts if p)
@@ -251,10 +282,9 @@ def _walk_section(stages: list[dict[str, Any]], result: Result) -> str:
     items = [_stage_summary(i, stage) for i, stage in enumerate(stages)]
     return "\n".join([
         '<section id="walk"><h2>The walk</h2>',
-        '<p class="muted">Each stage judged its candidates in shared contexts; open one to see '
-        "them all, best first, with P(yes) as bars.</p>",
-        '<div class="walk-buttons"><button id="expand-all" type="button">expand all</button>'
-        '<button id="collapse-all" type="button">collapse all</button></div>',
+        LEGEND,
+        '<div class="walk-buttons"><button id="expand-all" class="expand-all" type="button">expand all'
+        '</button><button id="collapse-all" class="collapse-all" type="button">collapse all</button></div>',
         '<ol class="tree">',
         *items,
         f'<li class="leaf">{len(result.hits)} passages ranked</li>',

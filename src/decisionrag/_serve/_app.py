@@ -46,6 +46,7 @@ from ._schemas import (
     RetrieveRequest,
     RetrieveResponse,
     TeiRerankResult,
+    TreeMetadata,
     TreesResponse,
     TreeStats,
     UsageOut,
@@ -53,6 +54,7 @@ from ._schemas import (
 )
 from ._service import build_service
 from ._settings import ServeSettings
+from ._ui import ui_router
 
 log = logging.getLogger("decisionrag.serve")
 Scope = MutableMapping[str, Any]
@@ -174,6 +176,13 @@ def create_app(
         """A tree's counts by kind and depth, file size, schema version, generation."""
         return service.tree_stats(who, name)
 
+    @app.get("/v1/trees/{name}/metadata", response_model=TreeMetadata, tags=["trees"],
+             responses=_errors(401, 403, 404))
+    async def tree_metadata(name: str, who: Principal = caller) -> TreeMetadata:
+        """The metadata keys of a tree's documents: per key how many documents have it, its
+        values and ranges (what `filters` can test)."""
+        return service.tree_metadata(who, name)
+
     @app.get("/v1/trees/{name}/nodes/{node_id:path}", response_model=NodeResponse, tags=["trees"],
              responses=_errors(401, 403, 404, 422))
     async def node(
@@ -208,6 +217,9 @@ def create_app(
 
     if generator is not None:
         app.include_router(answer_router(service, principal, generator))
+    if settings.ui:
+        app.include_router(ui_router(settings, keys=keys.enabled, answers=generator is not None,
+                                     filters=service.filters_supported))
     for router in routers:
         app.include_router(router)
 

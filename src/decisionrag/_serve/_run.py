@@ -6,9 +6,10 @@ import contextlib
 import dataclasses
 import ipaddress
 import os
+import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -59,7 +60,8 @@ def serve(
     }
     names = ", ".join(name for name, _ in settings.trees)
     print(f"decisionrag serve: trees {names}; judge {settings.judge}; preset {settings.preset}; "
-          f"http://{host}:{port} (docs at /docs); {workers} worker{'s' * (workers > 1)}; {access}",
+          f"http://{host}:{port} (docs at /docs{', console at /ui' if settings.ui else ''}); "
+          f"{workers} worker{'s' * (workers > 1)}; {access}",
           file=sys.stderr, flush=True)
     if workers > 1:
         _serve_workers(settings, workers, common)
@@ -71,6 +73,49 @@ def serve(
     server.run()
     if not server.started:
         raise InputError(f"could not listen on {host}:{port} (see the log above)")
+
+
+def serve_console(
+    settings: ServeSettings,
+    *,
+    port: int = 0,
+    open_browser: bool = False,
+    log_level: str = "warning",
+    drain_seconds: int = 5,
+) -> None:
+    """`decisionrag ui`: one process on 127.0.0.1 (a free port unless `port`) serving
+    `settings` with the console; once it listens, the console's address is printed on stdout
+    (alone on its line, for scripts) and, with `open_browser`, opened."""
+    access = check_binding(settings, "127.0.0.1")
+    from ._app import create_app
+
+    app = create_app(dataclasses.replace(settings, ui=True))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"could not listen on 127.0.0.1:{port} ({exc.strerror})") from exc
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/ui"
+    names = ", ".join(name for name, _ in settings.trees)
+
+    def announce() -> None:
+        print(url, flush=True)
+        print(f"decisionrag ui: trees {names}; judge {settings.judge}; {access}; Ctrl-C stops",
+              file=sys.stderr, flush=True)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    config = uvicorn.Config(app, log_config=log_config(log_level), access_log=False,
+                            timeout_graceful_shutdown=drain_seconds, server_header=False, lifespan="on")
+    server = DrainingServer(config, on_started=announce)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]) -> None:
@@ -100,7 +145,17 @@ def state_folder(settings: ServeSettings) -> Iterator[ServeSettings]:
 
 class DrainingServer(uvicorn.Server):
     """uvicorn's server; on SIGTERM/SIGINT the app's /readyz turns 503 while in-flight
-    requests finish (uvicorn stops accepting and waits for them)."""
+    requests finish (uvicorn stops accepting and waits for them). `on_started` runs once it
+    listens."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         app = self.config.app

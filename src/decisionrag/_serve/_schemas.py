@@ -36,6 +36,8 @@ class RetrieveRequest(BaseModel):
     preset: str | None = Field(None, description="navigation preset (default: the server's)")
     filters: dict[str, Any] | None = Field(None, description="metadata filters (where supported)")
     trace: bool = Field(False, description="include the walk, stage by stage")
+    walk: bool = Field(False, description="include the walk as the walk page draws it: every "
+                       "candidate of every stage with its label, P(yes), status and branch")
     conversation_id: str | None = Field(
         None, min_length=1, max_length=128,
         description="keep the conversation's history and notepad on the server under this id")
@@ -75,10 +77,30 @@ class StageOut(BaseModel):
     opened: list[str]
 
 
+class WalkStageOut(BaseModel):
+    """One stage as the walk page draws it: its counts and every candidate, best first."""
+
+    name: str
+    level: int
+    n_candidates: int
+    requests: int
+    input_tokens: int
+    seconds: float
+    local_seconds: float
+    kept: int
+    opened: int
+    reopened: int
+    pruned: int
+    reopened_not_kept: int
+    rows: list[tuple[str, str, float | None, Literal["opened", "kept", "reopened", "pruned"], str]] = Field(
+        description="[id, label, P(yes) or null, status, the branch it was reached under]")
+
+
 class RetrieveResponse(BaseModel):
     results: list[HitOut]
     usage: UsageOut
     trace: list[StageOut] | None = None
+    walk: list[WalkStageOut] | None = None
     tree: str
     preset: str
     conversation_id: str | None = None
@@ -146,6 +168,25 @@ class TreeStats(BaseModel):
     passages_per_document: dict[str, float]
     opened_at: float
     generation: int
+
+
+class MetadataKey(BaseModel):
+    key: str
+    documents: int = Field(description="documents that have the key (on themselves or a passage)")
+    values: list[Any] | None = Field(
+        description="its distinct values, sorted (list values count each element); null: more "
+        "than `max_values`")
+    numbers: tuple[float, float] | None = Field(description="the range of its numeric values")
+    texts: tuple[str, str] | None = Field(description="the range of its string values")
+
+
+class TreeMetadata(BaseModel):
+    tree: str
+    documents: int
+    summarised: bool = Field(description="false: the tree file predates metadata summaries "
+                             "(rebuild or sync it to list its keys)")
+    max_values: int
+    keys: list[MetadataKey]
 
 
 class NodeRef(BaseModel):

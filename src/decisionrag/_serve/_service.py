@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._answer import strip_citations
+from .._app import metadata_keys
 from .._errors import (
     DecisionRAGError,
     InputError,
@@ -26,6 +27,7 @@ from .._errors import (
 )
 from .._judges import Judge, load_judge
 from .._navigate import PRESET_NAMES, Hit, Navigator, Result
+from .._navigate._html import walk_stages
 from .._navigate._render import PREAMBLE, Entry, binary_request, pack, render_query
 from .._query import Query, Turn
 from .._tree import Node, NodeKind
@@ -43,10 +45,12 @@ from ._schemas import (
     RetrieveRequest,
     RetrieveResponse,
     StageOut,
+    TreeMetadata,
     TreesResponse,
     TreeStats,
     TreeSummary,
     UsageOut,
+    WalkStageOut,
 )
 from ._settings import ServeLimits, ServeSettings
 from ._trees import TreeRegistry
@@ -137,6 +141,7 @@ class Service:
             results=[hit_out(hit) for hit in result.hits],
             usage=UsageOut(**result.usage.to_dict()),
             trace=[StageOut(**stage) for stage in result.trace.to_list()] if body.trace else None,
+            walk=[WalkStageOut(**stage) for stage in walk_stages(result)] if body.walk else None,
             tree=tree_name,
             preset=navigator.preset.name,
             conversation_id=body.conversation_id,
@@ -305,6 +310,11 @@ class Service:
         with self.registry.lease(name) as served:
             return TreeStats(**served.stats())
 
+    def tree_metadata(self, principal: Principal, name: str) -> TreeMetadata:
+        principal.check(name)
+        with self.registry.lease(name) as served:
+            return TreeMetadata(tree=name, **metadata_keys(served.tree))
+
     def node(self, principal: Principal, name: str, ref: str, offset: int, limit: int) -> NodeResponse:
         principal.check(name)
         if limit > self.limits.max_children:
@@ -319,7 +329,7 @@ class Service:
             path = tree.path(node.id)
             children: list[Node] = []
             if node.kind < NodeKind.PASSAGE:
-                children = tree.children(node.id, limit=offset + limit)[offset:]
+                children = tree.children(node.id, limit=limit, offset=offset)
             total = tree.count_children(node.id)
             doc = tree.node(node.doc) if node.doc is not None else None
             return NodeResponse(

@@ -74,7 +74,8 @@ class ServeLimits:
 class ServeSettings:
     """`trees`: (name, path) pairs, the first one the default; `judge`: a judge id;
     `generator`: the answer model id for ``POST /v1/answer`` (None: that endpoint says 501);
-    `state_dir`: the folder of the state every worker shares (conversations)."""
+    `state_dir`: the folder of the state every worker shares (conversations); `ui`: whether
+    the console is served at ``/ui``."""
 
     trees: tuple[tuple[str, str], ...]
     judge: str = "embedded"
@@ -86,6 +87,7 @@ class ServeSettings:
     generator: str | None = None  # the answer model of POST /v1/answer (openai-compatible:MODEL)
     generator_base_url: str | None = None
     state_dir: str | None = None  # what workers share (conversations); None: one worker's memory
+    ui: bool = True  # the console at /ui
 
     def __post_init__(self) -> None:
         if not self.trees:

@@ -101,9 +101,11 @@ class Tree:
                 return self.node(int(ref))
             raise
 
-    def children(self, node_id: int, limit: int | None = None) -> list[Node]:
-        """The children of a node in reading order (the first `limit`)."""
-        tail = " ORDER BY pos" + (f" LIMIT {int(limit)}" if limit is not None else "")
+    def children(self, node_id: int, limit: int | None = None, offset: int = 0) -> list[Node]:
+        """The children of a node in reading order (`limit` of them from the `offset`-th)."""
+        tail = " ORDER BY pos"
+        if limit is not None or offset:
+            tail += f" LIMIT {-1 if limit is None else int(limit)} OFFSET {max(0, int(offset))}"
         kind = self._db.execute("SELECT kind FROM nodes WHERE id=?", (node_id,)).fetchone()
         if kind is not None and kind[0] < NodeKind.DOCUMENT:  # groups and documents only
             sql = f"SELECT {_INNER_COLUMNS} FROM nodes WHERE parent=? AND kind < {_SECTION}" + tail
