@@ -345,7 +345,9 @@
       (node.kind === "root" ? state.tree : node.id);
     $("node-kind").textContent = node.kind;
     $("node-id").textContent = node.id;
-    $("node-path").textContent = data.path.map(function (p) { return p.title; }).join(" › ");
+    $("node-path").textContent = data.path.map(function (p) {
+      return p.kind === "root" ? state.tree : p.title;
+    }).join(" › ");
     var counts = [plural(node.n_passages, "passage")];
     if (node.kind !== "passage") counts.push(plural(data.children_total, "child").replace("childs", "children"));
     $("node-counts").textContent = counts.join(" · ");
