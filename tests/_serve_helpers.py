@@ -132,3 +132,9 @@ def library_tree(path: Path) -> Path:
             writer.add_document(DocumentSpec(title, passages, key=title.lower(), meta=meta,
                                              groups=("Old" if year < 1900 else "New",)))
     return path
+
+
+def console_trees(folder: Path) -> dict[str, Path]:
+    """docs (the default), books (metadata to filter on) and garden, for the console tests."""
+    return {"docs": write_tree(folder / "docs.tree"), "books": library_tree(folder / "books.tree"),
+            "garden": write_tree(folder / "garden.tree", CORPUS_B)}

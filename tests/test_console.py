@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from _serve_helpers import CORPUS_B, library_tree, live_server, settings, write_tree
+from _serve_helpers import console_trees, library_tree, live_server, settings
 from decisionrag._app import metadata_keys
 from decisionrag._cli import main as cli_main
 from decisionrag._serve import ServeLimits
@@ -31,9 +31,7 @@ UI_FILES = ROOT / "src" / "decisionrag" / "_serve" / "ui"
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("console")
-    return {"books": library_tree(root / "books.tree"), "docs": write_tree(root / "docs.tree"),
-            "garden": write_tree(root / "garden.tree", CORPUS_B)}
+    return console_trees(tmp_path_factory.mktemp("console"))
 
 
 @pytest.fixture(scope="module")

@@ -64,7 +64,7 @@ class UsageOut(BaseModel):
     cached: int
 
 
-class StageOut(BaseModel):
+class _StageCost(BaseModel):
     name: str
     level: int
     n_candidates: int
@@ -72,21 +72,17 @@ class StageOut(BaseModel):
     input_tokens: int
     seconds: float
     local_seconds: float
+
+
+class StageOut(_StageCost):
     kept: list[tuple[str, float]]
     pruned: int
     opened: list[str]
 
 
-class WalkStageOut(BaseModel):
+class WalkStageOut(_StageCost):
     """One stage as the walk page draws it: its counts and every candidate, best first."""
 
-    name: str
-    level: int
-    n_candidates: int
-    requests: int
-    input_tokens: int
-    seconds: float
-    local_seconds: float
     kept: int
     opened: int
     reopened: int
