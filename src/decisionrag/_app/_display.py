@@ -30,7 +30,8 @@ def format_hits(result: Result) -> str:
     for rank, hit in enumerate(result.hits, 1):
         choice = f"  choice {hit.choice:.3f}" if hit.choice is not None else ""
         where = " › ".join(hit.path)
-        lines.append(f"{rank:>2}. {hit.score:.3f}{choice}  {where}  [{hit.node.key}]")
+        page = f"  {hit.page_reference}" if hit.page_reference else ""
+        lines.append(f"{rank:>2}. {hit.score:.3f}{choice}  {where}{page}  [{hit.node.key}]")
         lines.append("    " + shorten(hit.node.text, 200))
     return "\n".join(lines)
 

@@ -95,8 +95,9 @@ def print_sources(reply: Any, out: TextIO) -> None:
     for citation in cited:
         hit = citation.hit
         meta = "; ".join(f"{k}={v}" for k, v in list(hit.metadata.items())[:4])
-        print(f"[{citation.number}] {' › '.join(hit.path)}  [{hit.key}]" + (f"  {meta}" if meta else ""),
-              file=out)
+        page = f"  {hit.page_reference}" if hit.page_reference else ""
+        print(f"[{citation.number}] {' › '.join(hit.path)}{page}  [{hit.key}]"
+              + (f"  {meta}" if meta else ""), file=out)
         print("    " + shorten(hit.node.text, 200), file=out)
     if not reply.citations:
         print("\n(the answer cites no passage)", file=out)

@@ -197,7 +197,8 @@ _FILTER_OPS = {"!=": "ne", ">=": "gte", "<=": "lte", ">": "gt", "<": "lt", "=": 
 def parse_filter_args(args: list[str]) -> dict[str, Any] | None:
     """``--filter`` arguments as one filter mapping (all must hold): ``key=value`` (``a|b``:
     any of), ``key!=value``, ``key>=v``, ``key>v``, ``key<=v``, ``key<v``, ``key?`` (has the
-    key) and ``!key?`` (lacks it). Values are typed as in front matter (numbers, true/false)."""
+    key) and ``!key?`` (lacks it). Values are typed as in front matter (numbers, true/false);
+    for = and != an integer also matches the same digits as text (``page_label=12``)."""
     from .._build._metadata import typed_value
 
     conditions: list[dict[str, Any]] = []
@@ -211,8 +212,22 @@ def parse_filter_args(args: list[str]) -> dict[str, Any] | None:
             raise InputError(f"--filter {arg!r}: expected key=value, key!=value, key>=value, "
                              "key<=value, key>value, key<value, key? or !key?")
         key, symbol, raw = match.group(1).strip(), match.group(2), match.group(3)
-        if symbol == "=" and "|" in raw:
-            conditions.append({key: {"in": [typed_value(v) for v in raw.split("|")]}})
+        values = [form for v in raw.split("|") for form in _equality_forms(v)] \
+            if symbol in ("=", "!=") else []
+        if len(values) > 1:
+            condition: dict[str, Any] = {key: {"in": values}}
+            conditions.append({"not": condition} if symbol == "!=" else condition)
         else:
             conditions.append({key: {_FILTER_OPS[symbol]: typed_value(raw)}})
     return {"and": conditions} if conditions else None
+
+
+def _equality_forms(raw: str) -> list[Any]:
+    """The values `raw` may stand for on the command line: typed as in front matter, and an
+    integer also as the string it is written as (a printed page label "12" is text)."""
+    from .._build._metadata import typed_value
+
+    value = typed_value(raw)
+    if isinstance(value, int) and not isinstance(value, bool) and str(value) == raw.strip():
+        return [value, raw.strip()]
+    return [value]

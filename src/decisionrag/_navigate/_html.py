@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._tree import Node, NodeKind
 from ._html_assets import SCRIPT, STYLE
+from ._result import page_reference
 
 if TYPE_CHECKING:  # annotations only: `Result.to_html` imports this module
     from ._result import Hit, Result, StageTrace
@@ -131,6 +132,7 @@ def hit_data(rank: int, hit: Hit) -> dict[str, Any]:
         "path": list(hit.path),
         "text": hit.node.text,
         "metadata": {str(k): _plain(v) for k, v in dict(metadata).items()},
+        "page": page_reference(metadata),
     }
 
 
@@ -328,7 +330,8 @@ def _ranking_section(hits: list[dict[str, Any]]) -> str:
             f'<li class="hit" id="p-{hit["rank"]}" data-id="{_e(hit["id"])}">'
             f'<div class="hit-head"><span class="rank">[{hit["rank"]}]</span> '
             f'<span class="path">{" › ".join(_e(p) for p in hit["path"])}</span> '
-            f'<code>{_e(hit["id"])}</code></div>'
+            + (f'<span class="page">{_e(hit["page"])}</span> ' if hit["page"] else "")
+            + f'<code>{_e(hit["id"])}</code></div>'
             f'<div class="metrics">{bars}</div>'
             f'<div class="metadata">{meta}</div>'
             f'<p class="text">{_e(hit["text"])}</p></li>'

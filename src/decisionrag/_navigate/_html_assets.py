@@ -69,7 +69,7 @@ ol.hits { padding-left:0; list-style:none; }
 li.hit { border-top:1px solid var(--line); padding:8px 6px; }
 li.hit:target, li.hit.flash { background:rgba(31,111,178,.12); outline:2px solid var(--opened); }
 li.hit.cited .rank { color:var(--opened); }
-.hit-head .rank { font-weight:700; } .path { font-weight:600; }
+.hit-head .rank { font-weight:700; } .path { font-weight:600; } .hit-head .page { color:var(--muted); }
 .metrics { display:flex; gap:16px; color:var(--muted); font-size:12px; margin:2px 0; }
 .metrics .bar { width:80px; }
 .meta { display:inline-block; font-size:11px; background:rgba(127,127,127,.12); border-radius:4px;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,11 @@ class Hit:
     def key(self) -> str:
         return self.node.key
 
+    @property
+    def page_reference(self) -> str:
+        """Where the passage is in its file, as people quote it (see `page_reference`)."""
+        return page_reference(self.metadata)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.node.key,
@@ -42,6 +48,30 @@ class Hit:
             "text": self.node.text,
             "metadata": dict(self.metadata),
         }
+
+
+def page_reference(metadata: Mapping[str, Any]) -> str:
+    """A passage's page as people quote it, from its ``page``/``pages`` metadata and the
+    printed ``page_label``/``page_labels`` (PDFs): ``p. 12``, ``p. xii (PDF page 14)`` when the
+    printed label differs from the physical page, ``pp. 3–4`` over several pages; ``""``
+    without page metadata."""
+    page = metadata.get("page")
+    if page is None:
+        return ""
+    pages = metadata.get("pages") or [page]
+    labels = metadata.get("page_labels") or (
+        [metadata["page_label"]] if metadata.get("page_label") else pages)
+    physical = _span(pages)
+    printed = _span(labels)
+    prefix = "pp." if len(pages) > 1 else "p."
+    if printed == physical:
+        return f"{prefix} {physical}"
+    return f"{prefix} {printed} (PDF {'pages' if len(pages) > 1 else 'page'} {physical})"
+
+
+def _span(values: Sequence[Any]) -> str:
+    first, last = str(values[0]), str(values[-1])
+    return first if first == last else f"{first}–{last}"
 
 
 class Stage(str, enum.Enum):
