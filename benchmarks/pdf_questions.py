@@ -71,17 +71,19 @@ def page_labels(tree_file: Path, questions: list[dict[str, Any]]) -> dict[str, l
     """query id → the keys of the passages on its gold pages."""
     from decisionrag._tree import Tree
 
-    wanted = {(q["doc"], page): q["id"] for q in questions for page in q["pages"]}
+    wanted: dict[tuple[str, int], list[str]] = {}
+    for question in questions:
+        for page in question["pages"]:
+            wanted.setdefault((question["doc"], page), []).append(question["id"])
     labels: dict[str, list[str]] = {q["id"]: [] for q in questions}
     with Tree.open(tree_file) as tree:
         for doc in tree.documents():
             for node in tree.passages_of(doc):
                 meta = node.meta or {}
-                pages = meta.get("pages") or [meta.get("page")]
-                for page in pages:
-                    query = wanted.get((doc.key, page))
-                    if query is not None and node.key not in labels[query]:
-                        labels[query].append(node.key)
+                for page in meta.get("pages") or [meta.get("page")]:
+                    for query in wanted.get((doc.key, page), ()):
+                        if node.key not in labels[query]:
+                            labels[query].append(node.key)
     return labels
 
 
@@ -110,6 +112,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--keep", type=Path, help="keep the tree and the eval JSON in this folder")
     parser.add_argument("--count-only", action="store_true", help="only count junk passages")
+    parser.add_argument("--tree", type=Path, help="score this tree, built before from the "
+                        "manuals (with vectors), instead of building one")
     args = parser.parse_args()
     files = [args.manuals / name for name in FILES]
     absent = [str(f) for f in files if not f.is_file()]
@@ -122,14 +126,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        tree_file = work / "manuals.tree"
-        tree_file.unlink(missing_ok=True)
-        started = time.perf_counter()
-        decisionrag.build_tree(files, tree_file, vectors=not args.count_only)
-        built = time.perf_counter() - started
+        tree_file = args.tree or work / "manuals.tree"
+        if args.tree is None:
+            tree_file.unlink(missing_ok=True)
+            started = time.perf_counter()
+            decisionrag.build_tree(files, tree_file, vectors=not args.count_only)
+            print(f"built {tree_file.name} from {len(files)} files in "
+                  f"{time.perf_counter() - started:.1f} s"
+                  + ("" if args.count_only else " (with vectors)"))
         counts = audit_tree(tree_file, args.manuals)
-        print(f"builder: {Path(decisionrag.__file__).parent}; {len(files)} files; built in "
-              f"{built:.1f} s (with vectors)" if not args.count_only else f"built in {built:.1f} s")
         print("| file | passages | running heads | page numbers | contents/index entries |")
         print("|---|---|---|---|---|")
         for name, row in counts.items():
@@ -144,17 +149,19 @@ def main() -> None:
                   file=sys.stderr)
         started = time.perf_counter()
         report = run_eval(tree_file, questions, labels, args.systems, work, args.limit)
+        print(f"decisionrag from {Path(decisionrag.__file__).parent.parent}")
         print(f"\n{report.get('n_queries', len(questions))} questions, eval in "
               f"{time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f}")
         print_table(report)
 
 
 def print_table(report: dict[str, Any]) -> None:
-    print("| system | Hit@1 | Hit@3 |")
-    print("|---|---|---|")
-    for name, system in report["systems"].items():
-        metrics = system["metrics"]
-        print(f"| {name} | {metrics['hit@1']:.3f} | {metrics['hit@3']:.3f} |")
+    prefix, counted = report["prefix"], report["metric_queries"]["hit@1"]
+    print("| system | Hit@1 | Hit@3 | MRR@10 | questions | p50 s |")
+    print("|---|---|---|---|---|---|")
+    for name, metrics in report["systems"].items():
+        print(f"| {name} | {metrics[f'{prefix}_hit@1']:.3f} | {metrics[f'{prefix}_hit@3']:.3f} "
+              f"| {metrics[f'{prefix}_mrr@10']:.3f} | {counted} | {metrics['latency_p50']:.2f} |")
 
 
 if __name__ == "__main__":

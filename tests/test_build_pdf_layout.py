@@ -220,7 +220,7 @@ def test_page_labels_filter_and_show_at_every_door(tmp_path: Path, handbook: byt
 
 
 def test_page_reference_wording() -> None:
-    from decisionrag._navigate._result import page_reference
+    from decisionrag._navigate._pages import page_reference
 
     assert page_reference({}) == ""
     assert page_reference({"page": 4}) == "p. 4"

@@ -70,6 +70,8 @@ MAX_HEADING_CHARS = 120
 PARAGRAPH_GAP = 1.3  # times the usual line spacing that still continues a paragraph
 TITLE_PAGE_LINES = 15
 TITLE_PAGE_WORDS = 100
+SCAN_COVER = 0.5  # share of the page an image covers on a scanned page
+SCAN_MAX_CHARS = 200  # text a scanned page may carry besides its image (stamped numbers)
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _BULLET = re.compile(r"^([•◦▪‣∙·\-–*]|\d{1,3}[.)]|[a-z][.)])\s")
 _SECTION_NUMBER = re.compile(r"^(?:appendix\s+)?(?:[A-Z]|\d+)(?:\.\d+)*\.?\s+", re.IGNORECASE)
@@ -158,9 +160,10 @@ def parse_pdf(data: bytes, fallback_title: str) -> ParsedDocument:
 def _read_images(reader: Any, read: list[tuple[list[Run], list[_pdf_ocr.Placement]]],
                  boxes: list[tuple[float, float]], pages: list[list[Run]],
                  known: _Pages) -> list[int]:
-    """OCR the pages that have no text but show images, in place; the (1-based) pages left
-    unread. Raises Skip when no page has text."""
-    blank = [n for n, (runs, placements) in enumerate(read) if not runs and placements]
+    """OCR the scanned pages, in place; the (1-based) pages left unread. Raises Skip when no
+    page has text."""
+    blank = [n for n, (runs, placements) in enumerate(read)
+             if _scanned(runs, placements, boxes[n])]
     if not blank:
         if not any(pages):
             raise Skip("no text layer (an empty PDF, or one that draws its text as shapes)")
@@ -169,18 +172,31 @@ def _read_images(reader: Any, read: list[tuple[list[Run], list[_pdf_ocr.Placemen
     if reason is None:
         for number in blank:
             try:
-                pages[number] = _pdf_ocr.read_page(reader.pages[number], read[number][1],
-                                                   boxes[number])
+                found = _pdf_ocr.read_page(reader.pages[number], read[number][1], boxes[number])
             except Exception as exc:  # a broken image or a failing tesseract: this page only
                 reason = f"OCR failed: {type(exc).__name__}: {_short(exc)}"
                 continue
-            if pages[number]:
+            if found:
+                pages[number] = pages[number] + found  # a stamped page number stays too
                 known.ocr.add(number)
     if not any(pages):
         if reason is None:
             raise Skip("no text layer, and OCR found no text (image-only or scanned PDF)")
         raise Skip(f"no text layer (image-only or scanned PDF; {reason})")
-    return [number + 1 for number in blank if not pages[number]]
+    return [number + 1 for number in blank if number not in known.ocr]
+
+
+def _scanned(runs: list[Run], placements: list[_pdf_ocr.Placement],
+             box: tuple[float, float]) -> bool:
+    """A page to OCR: no text but an image, or an image over half the page and hardly any
+    text (a page number or a header stamped on a scan)."""
+    if not placements:
+        return False
+    if not runs:
+        return True
+    area = box[0] * box[1]
+    covered = max(p.width * p.height for p in placements)
+    return covered >= SCAN_COVER * area and sum(len(r.text) for r in runs) < SCAN_MAX_CHARS
 
 
 def _short(exc: Exception) -> str:

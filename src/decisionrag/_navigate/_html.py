@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._tree import Node, NodeKind
 from ._html_assets import SCRIPT, STYLE
-from ._result import page_reference
+from ._pages import page_reference
 
 if TYPE_CHECKING:  # annotations only: `Result.to_html` imports this module
     from ._result import Hit, Result, StageTrace
