@@ -1,5 +1,7 @@
-"""Flat retrievers, BM25 and dense (exact inner-product search): evaluation baselines and the
-sources of hybrid candidates for navigation.
+"""Flat retrievers, BM25 and dense (exact or approximate inner-product search): evaluation
+baselines and the sources of hybrid candidates for navigation. Over a tree they read the
+indexes stored with it (BM25: ``TREE.bm25/``; dense: ``TREE.vectors/`` and its ANN index), so
+opening one indexes nothing and holds no per-passage Python objects.
 
 Both implement ``retrieve(query_text, k) -> [(passage key, score), ...]``, the `Retriever`
 protocol (`decisionrag._navigate._retriever`) that navigation uses for hybrid candidates.
@@ -17,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import missing_extra
 from ._files import cache_root, content_key, temporary_folder_beside
 from ._tree import Tree
-from ._tree._vectors import passage_text
+from ._tree._vectors import VectorsError, passage_text
 
 IN_MEMORY_BYTES = 512 << 20  # stored passage vectors up to this size are held as float32
 
@@ -36,18 +37,23 @@ def tree_passages(tree: Tree) -> tuple[list[str], list[str]]:
     return keys, texts
 
 
-def top_k(scores: np.ndarray, keys: Sequence[str], k: int) -> list[tuple[str, float]]:
-    """The k best (key, score) pairs, ties broken by corpus order (also at the cut-off)."""
+def top_positions(scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best scores, best first, ties broken by position (also at the
+    cut-off)."""
     k = min(k, scores.size)
     if k <= 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     negated = -scores
     kth = np.partition(negated, k - 1)[k - 1]
     better = np.flatnonzero(negated < kth)
     tied = np.flatnonzero(negated == kth)[: k - better.size]
     candidates = np.concatenate([better, tied])
-    order = candidates[np.lexsort((candidates, negated[candidates]))]
-    return [(keys[i], float(scores[i])) for i in order]
+    return candidates[np.lexsort((candidates, negated[candidates]))]
+
+
+def top_k(scores: np.ndarray, keys: Sequence[str], k: int) -> list[tuple[str, float]]:
+    """The k best (key, score) pairs, ties broken by corpus order (also at the cut-off)."""
+    return [(keys[i], float(scores[i])) for i in top_positions(scores, k)]
 
 
 # -- BM25 ----------------------------------------------------------------------------------
@@ -59,10 +65,14 @@ BM25_INDEX_FORMAT = "bm25s-lucene-1"
 class BM25Retriever:
     """bm25s (Lucene variant, k1=1.5, b=0.75), English Snowball stemming and stopwords.
 
-    With `cache` (what `from_tree` does) the index is saved under
-    ``cache_root()/bm25/<digest of the passages' keys and texts and the parameters>`` and
-    later loaded memory-mapped: tokenizing and indexing is most of the cost of opening
-    (1.4 s of 1.5 s for 11,914 passages), and a changed passage is a new digest."""
+    `from_tree` reads the index stored with the tree (``TREE.bm25/``, `decisionrag._tree._bm25`:
+    built by `decisionrag build` in one streaming pass, its scores equal to bm25s's), so
+    opening indexes nothing; a tree without a current one gets it built and saved beside it
+    (or, where that folder is not writable, in ``cache_root()/bm25``) once, with a warning.
+
+    Over `keys` and `texts` (no tree) the index is built in memory by bm25s; with `cache` it
+    is saved under ``cache_root()/bm25/<digest of the keys, texts and parameters>`` and later
+    loaded memory-mapped."""
 
     name = "bm25"
 
@@ -71,8 +81,10 @@ class BM25Retriever:
         cache: bool = False,
     ) -> None:
         bm25s, self._stemmer = _bm25_modules()
-        self.keys = list(keys)
+        self.keys: Sequence[str] = list(keys)
         self._bm25s = bm25s
+        self._stored: Any = None
+        self._tree: Tree | None = None
         folder = _index_folder(bm25s, self.keys, texts, k1, b) if cache else None
         loaded = _load_index(bm25s, folder) if folder is not None else None
         self.from_cache = loaded is not None
@@ -90,8 +102,23 @@ class BM25Retriever:
 
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> BM25Retriever:
-        keys, texts = tree_passages(tree)
-        return cls(keys, texts, **{"cache": True, **options})
+        """Over the index stored with `tree` (built now, once, when it has none that is
+        current); `k1`/`b` other than the stored index's build an index in memory."""
+        from ._tree._bm25 import StoredBM25
+
+        stored = _stored_bm25(tree, options)
+        if not isinstance(stored, StoredBM25):
+            keys, texts = tree_passages(tree)
+            return cls(keys, texts, **{"cache": True, **options})
+        retriever = cls.__new__(cls)
+        retriever._bm25s, retriever._stemmer = _bm25_modules()
+        retriever._stored, retriever._tree = stored, tree
+        retriever.keys, retriever.model, retriever.from_cache = (), None, True
+        return retriever
+
+    @property
+    def size(self) -> int:
+        return self._stored.n_docs if self._stored is not None else len(self.keys)
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self._bm25s.tokenize(
@@ -101,13 +128,57 @@ class BM25Retriever:
 
     def scores(self, query_text: str) -> np.ndarray:
         """BM25 score of every passage, in corpus order."""
+        if self._stored is not None:
+            return self._stored.scores(self.tokenize(query_text))
         tokens = [t for t in self.tokenize(query_text) if t in self.model.vocab_dict]
         if not tokens:
             return np.zeros(len(self.keys), dtype=np.float32)
         return np.asarray(self.model.get_scores(tokens), dtype=np.float32)
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
-        return top_k(self.scores(query_text), self.keys, k)
+        scores = self.scores(query_text)
+        if self._stored is None:
+            return top_k(scores, self.keys, k)
+        best = top_positions(scores, k)
+        assert self._tree is not None
+        keys = self._tree.keys_of(self._stored.ids[best].tolist())
+        return [(key, float(scores[i])) for key, i in zip(keys, best, strict=True)]
+
+
+def _stored_bm25(tree: Tree, options: dict[str, Any]) -> Any:
+    """The tree's current stored index; built (beside the tree, else in the cache) when it
+    has none; None when `options` ask for other parameters."""
+    import warnings
+
+    from ._tree._bm25 import BM25IndexError, StoredBM25, bm25_folder, write_bm25
+
+    try:
+        stored = StoredBM25.open(tree.file, tree.meta)
+    except BM25IndexError as exc:
+        target = tree.file
+        if not os.access(bm25_folder(target).parent, os.W_OK):
+            target = cache_root() / "bm25" / content_key(
+                "tree", str(tree.file.resolve()), str(tree.meta.get("written_at"))) / tree.file.name
+        try:
+            stored = StoredBM25.open(target, tree.meta)
+        except BM25IndexError:
+            warnings.warn(f"{exc}; building it now (once)", stacklevel=3)
+            if target != tree.file:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            write_bm25(_Renamed(tree, target))
+            stored = StoredBM25.open(target, tree.meta)
+    wanted = (options.get("k1", stored.k1), options.get("b", stored.b))
+    return stored if wanted == (stored.k1, stored.b) else None
+
+
+class _Renamed:
+    """A tree seen under another file name (where its BM25 index is written)."""
+
+    def __init__(self, tree: Tree, file: Path) -> None:
+        self._tree, self.file, self.meta = tree, file, tree.meta
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tree, name)
 
 
 def _index_folder(bm25s: Any, keys: Sequence[str], texts: Sequence[str], k1: float,
@@ -144,21 +215,25 @@ def _save_index(model: Any, folder: Path) -> None:
 
 
 def _bm25_modules() -> tuple[Any, Any]:
-    try:
-        import bm25s
-        import Stemmer
-    except ImportError as exc:
-        raise missing_extra(getattr(exc, "name", None) or "bm25s", "eval") from exc
-    return bm25s, Stemmer.Stemmer("english")
+    from ._tree._bm25 import bm25_modules
+
+    return bm25_modules()
 
 
 # -- dense ---------------------------------------------------------------------------------
 
 
 class DenseRetriever:
-    """Exact inner-product search over L2-normalised sentence embeddings: the vectors stored
-    with the tree (``TREE.vectors/``) when it has them for this model, else passages
-    embedded now (cached on disk by content).
+    """Inner-product search over L2-normalised sentence embeddings: the vectors stored with
+    the tree (``TREE.vectors/``) when it has them for this model, else passages embedded now
+    (cached on disk by content).
+
+    Over stored vectors, `search` says how: ``"exact"`` scores every passage; ``"ann"`` asks
+    the set's ANN index (`decisionrag._tree._ann`: faiss IVF-PQ candidates re-ranked by their
+    stored vectors; the ``ann`` extra); ``"auto"`` (default) uses the index from `ANN_FROM`
+    passages on and exact search below, and where a tree that large has no index (or faiss
+    is not installed) scans every vector, with a warning. An index built for another version
+    of the tree is refused (AnnError).
 
     Over stored vectors only queries are embedded, by `_embed.load_query_encoder` (`encoder`:
     "auto" — numpy, no torch, for the bundled model on the CPU —, "numpy" or "torch");
@@ -176,8 +251,10 @@ class DenseRetriever:
         cache_dir: str | os.PathLike[str] | None = None,
         progress: bool = False,
         stored: Any = None,
-        ids: Sequence[int] | None = None,
+        ids: Sequence[int] | np.ndarray | None = None,
         encoder: str = "auto",
+        ann: Any = None,
+        tree: Tree | None = None,
     ) -> None:
         from ._embed import load_encoder, load_query_encoder
 
@@ -186,31 +263,41 @@ class DenseRetriever:
             self.encoder = load_encoder(model)
         else:
             self.encoder = load_query_encoder(model, encoder=encoder)
-        self.stored = stored
+        self.stored, self.ann, self._tree = stored, ann, tree
         self._ids = np.asarray(ids if ids is not None else [], dtype=np.int64)
-        if stored is not None:
-            in_memory = len(self.keys) * stored.dim * 4 <= IN_MEMORY_BYTES
+        self.vectors: np.ndarray | None = None
+        if stored is not None and ann is None:
+            in_memory = len(self._ids) * stored.dim * 4 <= IN_MEMORY_BYTES
             self.vectors = stored.take(self._ids) if in_memory else None
-        else:
+        elif stored is None:
             self.vectors = self._cached_vectors(texts, cache_dir, progress)
+
+    @property
+    def search(self) -> str:
+        """How it searches: "ann" or "exact"."""
+        return "ann" if self.ann is not None else "exact"
 
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> DenseRetriever:
         """Over the tree's stored vectors when they match the query encoder; a tree with
         vectors of another model (or, for a bfloat16 query encoder, another precision) is
-        refused (VectorsError)."""
+        refused (VectorsError). `search`: "auto", "exact" or "ann" (see the class doc)."""
         from ._embed import load_query_encoder
         from ._tree._vectors import available_sets, open_query_vectors
 
+        search = options.pop("search", "auto")
+        if search not in ("auto", "exact", "ann"):
+            raise ValueError(f"search must be 'auto', 'exact' or 'ann', not {search!r}")
         if available_sets(tree.file):
             model, choice = options.get("model"), options.get("encoder", "auto")
             encoder = load_query_encoder(model, encoder=choice)
             stored = open_query_vectors(tree, model=encoder.name, precision=encoder.precision)
-            ids, keys = [], []
-            for node in tree.iter_passages():
-                ids.append(node.id)
-                keys.append(node.key)
-            return cls(keys, (), model=model, stored=stored, ids=ids, encoder=choice)
+            ann = _ann_index(tree, stored, search)
+            return cls((), (), model=model, stored=stored, ids=tree.passage_ids(),
+                       encoder=choice, ann=ann, tree=tree)
+        if search == "ann":
+            raise VectorsError(f"{tree.file} has no stored vectors, so no ANN index; build "
+                               f"them with `decisionrag vectors {tree.file}`")
         keys, texts = tree_passages(tree)
         return cls(keys, texts, **options)
 
@@ -228,13 +315,73 @@ class DenseRetriever:
         return self.encoder.encode([query_text])[0]
 
     def scores(self, query_text: str) -> np.ndarray:
-        query = self.query_vector(query_text)
+        """The exact score of every passage, in corpus order (a full scan even when an ANN
+        index answers `retrieve`)."""
+        return self._exact_scores(self.query_vector(query_text))
+
+    def _exact_scores(self, query: np.ndarray) -> np.ndarray:
         if self.vectors is not None:
             return np.asarray(self.vectors @ query, dtype=np.float32)
         return self.stored.scan(query)[self._ids]
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
-        return top_k(self.scores(query_text), self.keys, k)
+        return self.retrieve_vector(self.query_vector(query_text), k)
+
+    def retrieve_vector(self, query: np.ndarray, k: int, *,
+                        exact: bool = False) -> list[tuple[str, float]]:
+        """The top `k` for an embedded query (`exact`: by a full scan even with an index)."""
+        if self.ann is not None and not exact:
+            ids, scores = self.ann.search(query, k)
+            return list(zip(self._keys_of(ids), scores.tolist(), strict=True))
+        scores = self._exact_scores(query)
+        if self.stored is None:
+            return top_k(scores, self.keys, k)
+        best = top_positions(scores, k)
+        return [(key, float(scores[i])) for key, i in
+                zip(self._keys_of(self._ids[best]), best, strict=True)]
+
+    def _keys_of(self, ids: np.ndarray) -> list[str]:
+        assert self._tree is not None
+        return self._tree.keys_of(ids.tolist())
+
+    def approximation_recall(self, query_texts: Sequence[str], k: int = 100) -> float | None:
+        """Mean share of the exact top `k` that the ANN index returns, over `query_texts`
+        (None when this retriever searches exactly)."""
+        if self.ann is None or not query_texts:
+            return None
+        shares = []
+        for text in query_texts:
+            query = self.query_vector(text)
+            found = {key for key, _ in self.retrieve_vector(query, k)}
+            truth = [key for key, _ in self.retrieve_vector(query, k, exact=True)]
+            shares.append(len(found.intersection(truth)) / max(1, len(truth)))
+        return float(np.mean(shares))
+
+
+def _ann_index(tree: Tree, stored: Any, search: str) -> Any:
+    """The ANN index `search` asks for over `stored`, or None for exact search."""
+    import warnings
+
+    from ._errors import MissingDependency
+    from ._tree._ann import ANN_FROM, AnnIndex
+
+    passages = tree.counts.get("passage", 0)
+    if search == "exact" or (search == "auto" and passages < ANN_FROM):
+        return None
+    try:
+        index = AnnIndex.open(tree.file, tree.meta, stored)
+    except MissingDependency as exc:
+        if search == "ann":
+            raise
+        warnings.warn(f"{exc}; dense search scans all {passages:,} stored vectors", stacklevel=4)
+        return None
+    if index is None:
+        hint = f"build it with `decisionrag index {tree.file} --ann`"
+        if search == "ann":
+            raise VectorsError(f"{tree.file} has no ANN index; {hint}")
+        warnings.warn(f"{tree.file} has no ANN index, so dense search scans all {passages:,} "
+                      f"stored vectors; {hint}", stacklevel=4)
+    return index
 
 
 # -- hybrid --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 from .._build import BuildReport, Reader
 from .._build import build_tree as write_tree
 from .._build import read_documents as _read_documents
+from .._build._indexes import build_indexes, store_bm25
 from .._build._vectors import embed_tree, store_vectors
 from .._tree import DocumentSpec, TreeWriter
 
@@ -26,6 +27,7 @@ def build_tree(
     cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
     reader: Reader | None = None, force: bool = False, vectors: bool | str = False,
     vectors_model: str | None = None, vectors_precision: str | None = None,
+    bm25: bool | str = "auto",
 ) -> BuildReport:
     """Build a tree file at `out` from files and folders (see `decisionrag._build`).
 
@@ -39,7 +41,12 @@ def build_tree(
     `vectors`: store node vectors beside the tree (``TREE.vectors/``, see
     `decisionrag._build._vectors`): True, False, or ``"auto"`` (when the ``embedded`` extra
     is installed; otherwise `BuildReport.vectors_note` says why there are none). Their time
-    is `BuildReport.vectors.seconds`, apart from `BuildReport.seconds`."""
+    is `BuildReport.vectors.seconds`, apart from `BuildReport.seconds`; above `ANN_FROM`
+    passages an ANN index over them is stored too (`BuildReport.vectors.ann`).
+
+    `bm25`: store the BM25 index with the tree (``TREE.bm25/``, built in one streaming pass)
+    so that no query indexes: True, False or ``"auto"`` (when bm25s, the ``eval`` extra, is
+    installed; otherwise `BuildReport.bm25_note`)."""
     finish = None
     if cluster is not None:
         finish = _cluster_step(cluster, cluster_model, dict(cluster_options or {}))
@@ -48,16 +55,32 @@ def build_tree(
     if vectors:
         store_vectors(report, required=vectors is True, model=vectors_model,
                       precision=vectors_precision, progress=progress)
+    if bm25:
+        store_bm25(report, required=bm25 is True)
     return report
 
 
 def refresh_vectors(tree: str | os.PathLike[str], *, progress: bool = False) -> list[Any]:
-    """Bring every vector set stored beside `tree` in step with it (after `add`, `rebalance`):
-    only passages whose text is new are encoded. Returns their reports."""
+    """Bring what is stored beside `tree` in step with it (after `add`, `remove`, `sync`,
+    `rebalance`): every vector set (only passages whose text is new are encoded) with its
+    ANN index (updated in place), and the BM25 index (rebuilt). Returns their reports."""
+    from .._build import BuildReport
     from .._tree._vectors import available_sets
 
-    return [embed_tree(tree, model=stored.model, precision=stored.precision, progress=progress)
-            for stored in available_sets(tree)]
+    reports: list[Any] = [embed_tree(tree, model=stored.model, precision=stored.precision,
+                                     progress=progress) for stored in available_sets(tree)]
+    built = BuildReport(path=Path(tree))
+    store_bm25(built)
+    reports.extend(r for r in (built.bm25,) if r is not None)
+    return reports
+
+
+def index_tree(tree: str | os.PathLike[str], *, ann: bool | None = None) -> list[Any]:
+    """Rebuild the search indexes stored with `tree` from what it stores, embedding
+    nothing (`decisionrag index`): its BM25 index and the ANN index of each vector set
+    (`ann`: True always, False never — removing one —, None from `ANN_FROM` passages or
+    where one exists). Returns their reports."""
+    return build_indexes(tree, ann=ann)
 
 
 def _cluster_step(n_groups: int | str, model: str | None,

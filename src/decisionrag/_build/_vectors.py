@@ -2,9 +2,10 @@
 
 Passages are embedded (their title, heading path and text, as flat dense search indexes
 them); a page gets the normalised mean of its passages' vectors (its centroid), a group the
-normalised mean of its children's; sections and the root have none (zero rows). Re-embedding after `decisionrag add` encodes only the
-passages whose text is new: the previous set's rows are reused where a passage's id and text
-checksum are unchanged.
+normalised mean of its children's; sections and the root have none (zero rows).
+Re-embedding after `decisionrag add` encodes only the passages whose text is new: the
+previous set's rows are reused where a passage's id and text checksum are unchanged, and the
+set's ANN index is updated in place (`_indexes.keep_ann`).
 """
 
 from __future__ import annotations
@@ -46,24 +47,38 @@ class VectorsReport:
     encoded: int
     bytes: int
     seconds: float
+    ann: Any = None  # the AnnReport when the ANN index was built or updated
+    ann_note: str | None = None  # why there is no ANN index, when one was wanted
 
     def summary(self) -> str:
-        return (f"vectors {self.path.name}: {self.passages:,} passages ({self.encoded:,} "
+        line = (f"vectors {self.path.name}: {self.passages:,} passages ({self.encoded:,} "
                 f"encoded), {self.model} {self.precision}, {self.bytes / 1e6:.1f} MB in "
                 f"{self.seconds:.1f} s")
+        if self.ann is not None:
+            line += f"\n{self.ann.summary()}"
+        if self.ann_note:
+            line += f"\nnote: {self.ann_note}"
+        return line
 
 
 def embed_tree(
     tree_path: str | os.PathLike[str], *, model: str | None = None, precision: str | None = None,
-    encode: EncodeFn | None = None, progress: bool = False,
+    encode: EncodeFn | None = None, progress: bool = False, ann: bool | None = None,
 ) -> VectorsReport:
     """Compute and store the node vectors of the tree at `tree_path` (see the module doc).
-    `encode` replaces the sentence-transformers encoder (tests); `model` then names it."""
+    `encode` replaces the sentence-transformers encoder (tests); `model` then names it.
+
+    The set's ANN index (`decisionrag._build._indexes.keep_ann`) is kept in step: updated
+    in place (changed and new passages added, others removed) when one exists, built when
+    `ann` is True or (None) the tree has `ANN_FROM` passages or more, removed when False."""
+    from ._indexes import keep_ann
+
     started = time.perf_counter()
     name, resolved, encoder = _encoder(model, precision, encode, progress)
     with Tree.open(tree_path) as tree:
         ids, texts, docs, groups, n_rows = _layout(tree)
         checks = np.array([zlib.crc32(t.encode()) for t in texts], dtype=np.uint32)
+        previous = _old_matrix_name(tree_path, name, resolved)
         matrix, reused = _reused_rows(tree_path, name, resolved, n_rows, ids, checks)
         todo = np.flatnonzero(~reused)
         dim = matrix.shape[1] if matrix is not None else None
@@ -81,10 +96,19 @@ def embed_tree(
         full_checks[ids] = checks
         _save_checks(header, full_checks)
         write_lexicon(tree_path, Lexicon.count(texts).to_json(), tree.meta)
-    stored = NodeVectors.open(tree_path, _meta(tree_path), model=name, precision=resolved)
+        del texts, matrix
+        stored = NodeVectors.open(tree_path, tree.meta, model=name, precision=resolved)
+        ann_report, note = keep_ann(tree_path, stored, ids, tree.meta, kept=ids[reused],
+                                    previous_vectors=previous, wanted=ann)
     return VectorsReport(path=vectors_folder(tree_path), model=name, precision=resolved,
                          rows=n_rows, passages=len(ids), encoded=int(todo.size),
-                         bytes=stored.path.stat().st_size, seconds=time.perf_counter() - started)
+                         bytes=stored.path.stat().st_size, seconds=time.perf_counter() - started,
+                         ann=ann_report, ann_note=note)
+
+
+def _old_matrix_name(tree_path: str | os.PathLike[str], model: str, precision: str) -> str | None:
+    found = [s for s in available_sets(tree_path) if s.model == model and s.precision == precision]
+    return found[0].matrix if found else None
 
 
 def store_vectors(report: Any, *, required: bool, model: str | None = None,
@@ -106,11 +130,6 @@ def store_vectors(report: Any, *, required: bool, model: str | None = None,
             raise
         report.vectors_note = (f"no vectors stored ({exc}); navigation with the embedded judge "
                                "and dense search need them")
-
-
-def _meta(tree_path: str | os.PathLike[str]) -> dict[str, object]:
-    with Tree.open(tree_path) as tree:
-        return dict(tree.meta)
 
 
 def _encoder(model: str | None, precision: str | None, encode: EncodeFn | None,

@@ -35,6 +35,8 @@ class BuildReport:
     split: int = 0  # long documents without headings written as parts (see split_headingless)
     vectors: Any = None  # the VectorsReport when node vectors were stored with the tree
     vectors_note: str | None = None  # why no vectors were stored, when they were wanted
+    bm25: Any = None  # the BM25Report when the BM25 index was stored with the tree
+    bm25_note: str | None = None  # why no BM25 index was stored
 
     def summary(self) -> str:
         counts = self.counts

@@ -20,6 +20,7 @@ _KIND_LABELS = {NodeKind.ROOT: "root", NodeKind.GROUP: "group", NodeKind.DOCUMEN
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     _register_build(subparsers)
     _register_vectors(subparsers)
+    _register_index(subparsers)
     _register_tree(subparsers)
     _register_stats(subparsers)
 
@@ -142,6 +143,33 @@ def _run_vectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_index(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "index", help="rebuild the search indexes stored with a tree",
+        description="Rebuild, from what the tree stores (nothing is embedded), the indexes "
+        "`build` stores beside it: the BM25 index (TREE.bm25/, one streaming pass; needs "
+        "decisionrag[eval]) and, for each stored vector set, its approximate-nearest-neighbour "
+        "index (TREE.vectors/*.ann.json; faiss, decisionrag[ann]), trained afresh. By default "
+        "an ANN index is built from 100,000 passages or where one exists.")
+    parser.add_argument("tree", metavar="TREE", help="the tree file")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--ann", dest="ann", action="store_true", default=None,
+                        help="build an ANN index whatever the tree's size")
+    choice.add_argument("--no-ann", dest="ann", action="store_false",
+                        help="no ANN index (an existing one is removed)")
+    parser.add_argument("--quiet", action="store_true", help="no summary")
+    parser.set_defaults(func=_run_index)
+
+
+def _run_index(args: argparse.Namespace) -> int:
+    from .._app._build import index_tree
+
+    for report in index_tree(args.tree, ann=args.ann):
+        if not args.quiet:
+            print(report.summary())
+    return 0
+
+
 def _run_build(args: argparse.Namespace) -> int:
     from .._app import build_tree
 
@@ -179,14 +207,18 @@ def _run_build(args: argparse.Namespace) -> int:
     warning = report.warning()
     if warning:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
-    if report.vectors_note:
-        print(f"decisionrag: note: {report.vectors_note}", file=sys.stderr)
+    for note in (report.vectors_note, report.bm25_note,
+                 report.vectors.ann_note if report.vectors is not None else None):
+        if note:
+            print(f"decisionrag: note: {note}", file=sys.stderr)
     if not args.quiet:
         print(report.summary())
         if report.cluster is not None:
             print(report.cluster.summary())
         if report.vectors is not None:
-            print(report.vectors.summary())
+            print(report.vectors.summary().split("\nnote: ")[0])
+        if report.bm25 is not None:
+            print(report.bm25.summary())
     return 0
 
 

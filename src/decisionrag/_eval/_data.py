@@ -318,4 +318,10 @@ def ensure_tree(
         build_tree([dataset.corpus_path], target, format="jsonl", progress=progress)
     if not available_sets(target):
         store_vectors(BuildReport(path=target), required=False, progress=progress)
+    from .._tree._bm25 import bm25_folder
+
+    if not bm25_folder(target).is_dir():
+        from .._build._indexes import store_bm25
+
+        store_bm25(BuildReport(path=target))
     return target

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._errors import TreeFormatError
 from . import _edits
 from ._model import DocumentSpec, Node, NodeKind, ancestry
@@ -92,6 +94,17 @@ class Tree:
             return self._one("SELECT {} FROM nodes WHERE id=?", (ref,))
         return self._one("SELECT {} FROM nodes WHERE key=?", (ref,))
 
+    def keys_of(self, ids: Sequence[int]) -> list[str]:
+        """The keys of nodes `ids`, in that order (one query per 900 ids); KeyError if one
+        is absent."""
+        found: dict[int, str] = {}
+        wanted = [int(i) for i in ids]
+        for start in range(0, len(wanted), 900):
+            part = wanted[start:start + 900]
+            marks = ",".join("?" * len(part))
+            found.update(self._db.execute(f"SELECT id, key FROM nodes WHERE id IN ({marks})", part))
+        return [found[i] for i in wanted]
+
     def find(self, ref: str) -> Node:
         """A node by key, or by integer id written as text (CLI input)."""
         try:
@@ -148,6 +161,11 @@ class Tree:
         cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind={_DOCUMENT} ORDER BY id")
         for row in cursor:
             yield _row_to_node(row)
+
+    def passage_ids(self) -> np.ndarray:
+        """The ids of every passage, in id order (int64; only the ids are read)."""
+        cursor = self._db.execute(f"SELECT id FROM nodes WHERE kind={_PASSAGE} ORDER BY id")
+        return np.fromiter((row[0] for row in cursor), dtype=np.int64)
 
     def iter_passages(self) -> Iterator[Node]:
         """Every passage in id order (streams)."""

@@ -135,6 +135,8 @@ def available_sets(tree_path: str | os.PathLike[str]) -> list[VectorsHeader]:
         return []
     found = []
     for header in sorted(folder.glob("*.json")):
+        if header.name.endswith(".ann.json") or header.name == LEXICON_FILE:
+            continue
         try:
             found.append(VectorsHeader.read(header))
         except VectorsError:
