@@ -1,7 +1,8 @@
 """Choosing the approximate-nearest-neighbour library: faiss (IVF-PQ + exact re-rank), usearch
 (HNSW, int8) and hnswlib (HNSW, float32), measured on the same vectors.
 
-    python benchmarks/ann_compare.py --trees A.tree B.tree --random 250000
+    pip install usearch hnswlib       # the two candidates that are not project dependencies
+    python benchmarks/ann_compare.py --trees A.tree B.tree --random 100000
 
 1. Recall@100 against exact inner-product search, on real vectors: the stored passage vectors
    of each tree given (`decisionrag build` stores them) queried with each dataset's queries

@@ -255,9 +255,7 @@ def test_a_ray_build_without_the_embedded_extra_notes_it_before_starting_workers
         _ray_build._store_vectors_on_ray(report, _ray_build.RayOptions(), True, None, None, None)
 
 
-def test_auto_adds_hybrid_candidates_only_where_flat_indexes_are_cheap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_auto_adds_hybrid_candidates_for_a_judge_that_reads_vectors(tmp_path: Path) -> None:
     from decisionrag._navigate import _config
 
     tree_path = _tree(tmp_path / "t.tree")
@@ -268,7 +266,4 @@ def test_auto_adds_hybrid_candidates_only_where_flat_indexes_are_cheap(
     with Tree.open(tree_path) as tree:
         assert _config.auto_preset(tree, judge).candidates == "hybrid"
         assert _config.auto_preset(tree, ScriptedJudge()).candidates is None  # a remote-style judge
-        monkeypatch.setattr(_config, "HYBRID_UP_TO", 3)  # the tree has 4 passages
-        large = _config.auto_preset(tree, judge)
-    assert large.candidates is None and large.recovery is not None
-    assert "no hybrid candidates above 3 passages" in large.notes
+        assert not hasattr(_config, "HYBRID_UP_TO")  # at every size (issue 30)

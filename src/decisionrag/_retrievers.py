@@ -277,6 +277,10 @@ class DenseRetriever:
         """How it searches: "ann" or "exact"."""
         return "ann" if self.ann is not None else "exact"
 
+    @property
+    def size(self) -> int:
+        return len(self._ids) if self.stored is not None else len(self.keys)
+
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> DenseRetriever:
         """Over the tree's stored vectors when they match the query encoder; a tree with
@@ -363,13 +367,15 @@ def _ann_index(tree: Tree, stored: Any, search: str) -> Any:
     import warnings
 
     from ._errors import MissingDependency
-    from ._tree._ann import ANN_FROM, AnnIndex
+    from ._tree._ann import ANN_FROM, AnnIndex, faiss_module
 
     passages = tree.counts.get("passage", 0)
     if search == "exact" or (search == "auto" and passages < ANN_FROM):
         return None
     try:
         index = AnnIndex.open(tree.file, tree.meta, stored)
+        if index is None:
+            faiss_module()  # without faiss, say that rather than how to build an index
     except MissingDependency as exc:
         if search == "ann":
             raise

@@ -78,6 +78,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--embed-model", default=None, help="sentence-transformers model for dense (default MiniLM)"
     )
     parser.add_argument(
+        "--dense-search", choices=("auto", "exact", "ann"), default="auto",
+        help="how dense and hybrid search the stored vectors: 'auto' (default) uses the tree's "
+        "ANN index from 100,000 passages and exact search below; the report gives the "
+        "index's recall@100 against exact search when it is used"
+    )
+    parser.add_argument(
         "--answers", action="store_true",
         help="also answer from each system's top 5 with --generator (or $DECISIONRAG_GENERATOR) "
         "and score exact match and token F1",
@@ -145,6 +151,7 @@ def run_eval(args: argparse.Namespace) -> int:
         tree_cache=args.cache_dir,
         embed_model=args.embed_model,
         keep_runs=args.keep_runs,
+        dense_search=args.dense_search,
     )
     judge = _judge(args.judge, systems)
     answers = _answer_client(args)

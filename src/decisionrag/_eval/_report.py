@@ -226,11 +226,23 @@ def render_markdown(report: Report) -> str:
         "",
         markdown_table(pruning_table(report)),
     ]
+    if report.get("dense_search"):
+        parts += ["", "## Dense search", "", dense_search_line(report["dense_search"])]
     if report.get("runs_in"):
         parts += ["", "## Imported runs", "", markdown_table(runs_in_table(report))]
     if report.get("warnings"):
         parts += ["", *(f"- {w}" for w in report["warnings"])]
     return "\n".join(parts) + "\n"
+
+
+def dense_search_line(info: dict[str, Any]) -> str:
+    """How `dense` (and `hybrid`'s dense half) searched, and what the approximation lost."""
+    if info.get("search") != "ann":
+        return f"Exact inner-product search over {info.get('passages', 0):,} passages."
+    return (f"Approximate search (ANN index {info.get('index')}, nprobe {info.get('nprobe')}) "
+            f"over {info.get('passages', 0):,} passages: recall@100 against exact search "
+            f"{100 * float(info.get('recall@100') or 0):.1f} % over the first "
+            f"{info.get('queries')} queries.")
 
 
 # -- HTML ----------------------------------------------------------------------------------------

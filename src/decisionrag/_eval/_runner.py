@@ -57,6 +57,8 @@ class EvalSettings:
     resamples: int = 10_000
     seed: int = 0
     keep_runs: int = 0  # how many top keys per query to keep in the report (0: none)
+    dense_search: str = "auto"  # dense/hybrid: "auto" (ANN from ANN_FROM passages), "exact", "ann"
+    approximation_queries: int = 100  # queries whose ANN top 100 is checked against exact
 
     @property
     def depth(self) -> int:
@@ -148,14 +150,18 @@ def run_evaluation(
         raise InputError(f"run names must differ from each other and from the systems: {clash}")
     runs: list[SystemRun] = []
     pruning: dict[str, Any] = {}
+    dense_search: dict[str, Any] | None = None
     if settings.systems:
         path = tree_path or ensure_tree(dataset, settings.tree_cache)
         with Tree.open(path) as tree:
             factory = SystemFactory(
-                tree, judge, settings.preset, settings.embed_model, settings.embed_cache
+                tree, judge, settings.preset, settings.embed_model, settings.embed_cache,
+                dense_search=settings.dense_search,
             )
             systems = [factory.build(name) for name in settings.systems]
             runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress))
+            if factory._dense is not None:
+                dense_search = approximation(factory._dense, dataset, settings)
             pruning = {
                 run.name: pruning_recall(run, dataset, tree)
                 for run in runs
@@ -167,7 +173,21 @@ def run_evaluation(
         for run in runs:
             quality = run_sync(answer_quality(dataset, run.rankings(), answers))
             extra[run.name] = {"exact_match": quality["per_query"], "token_f1": quality["per_query_f1"]}
-    return Evaluation(build_report(dataset, settings, runs, pruning, extra), runs)
+    report = build_report(dataset, settings, runs, pruning, extra)
+    if dense_search is not None:
+        report["dense_search"] = dense_search
+    return Evaluation(report, runs)
+
+
+def approximation(dense: Any, dataset: Dataset, settings: EvalSettings) -> dict[str, Any]:
+    """How dense search ran ("ann" or "exact"), and for "ann" its recall@100 against an
+    exact search, over the first `approximation_queries` queries (what `dense` is asked)."""
+    out: dict[str, Any] = {"search": dense.search, "passages": dense.size}
+    if dense.search == "ann":
+        texts = [q.flat_text() for q in dataset.queries[: settings.approximation_queries]]
+        out.update({"recall@100": dense.approximation_recall(texts, 100), "queries": len(texts),
+                    "index": dense.ann.header.factory, "nprobe": dense.ann.nprobe})
+    return out
 
 
 def external_runs(dataset: Dataset, runs: Sequence[ExternalRun], depth: int) -> list[SystemRun]:
@@ -289,6 +309,7 @@ def _settings_dict(settings: EvalSettings) -> dict[str, Any]:
         "price_per_million": settings.price_per_million,
         "resamples": settings.resamples,
         "seed": settings.seed,
+        "dense_search": settings.dense_search,
     }
 
 

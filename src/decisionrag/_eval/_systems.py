@@ -125,6 +125,7 @@ class SystemFactory:
     embed_model: str | None = None
     embed_cache: str | None = None
     progress: bool = False
+    dense_search: str = "auto"  # "auto" (ANN index from ANN_FROM passages), "exact" or "ann"
     _dense: DenseRetriever | None = None
     _bm25: BM25Retriever | None = None
 
@@ -135,6 +136,7 @@ class SystemFactory:
                 model=self.embed_model,
                 cache_dir=self.embed_cache,
                 progress=self.progress,
+                search=self.dense_search,
             )
         return self._dense
 

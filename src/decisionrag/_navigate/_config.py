@@ -305,10 +305,6 @@ def get_preset(name: str | Preset, tree: Tree | None = None, judge: Judge | None
 
 PASSAGE_STAGE_TARGET = 300  # passages the final shared context should hold at most (about)
 SPLIT_AT = 50  # candidates per request where the shared-context benefit levels off
-# Hybrid candidates need flat BM25 and dense indexes built in memory when the navigator
-# opens: cheap at this size (about 150 MB of float32 vectors and an index built in seconds),
-# a minutes-long start and gigabytes beyond it, where they would need an ANN index.
-HYBRID_UP_TO = 100_000  # passages
 
 
 def _reads_vectors(judge: Judge | None) -> bool:
@@ -330,9 +326,10 @@ def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
     * multiple choice over the top 20; the task wording follows the query (history or not);
     * for a judge that reads stored vectors (the embedded judge): recovery from pruning
       (`RecoverySettings` defaults) when the page stage is unsure, and, when the tree stores
-      vectors and at most `HYBRID_UP_TO` passages, hybrid candidates (the top 20 of BM25
-      and dense fused by reciprocal rank) join the passage stage, so passages of pruned
-      pages can still win.
+      vectors, hybrid candidates (the top 20 of BM25 and dense fused by reciprocal rank)
+      join the passage stage, so passages of pruned pages can still win. At any size: both
+      read indexes stored with the tree (BM25 and, from 100,000 passages, an ANN index over
+      the vectors), so opening them indexes nothing.
     """
     from .._tree._vectors import available_sets
 
@@ -357,12 +354,8 @@ def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:
         max_tokens_per_request=max_tokens,
     )
     passages = StageSettings(top_k=None, max_candidates_per_request=None, max_tokens_per_request=max_tokens)
-    n_passages = counts.get("passage", 0)
-    hybrid = local and n_passages <= HYBRID_UP_TO and bool(available_sets(tree.file))
+    hybrid = local and bool(available_sets(tree.file))
     notes = f"derived: {n_docs} pages, {per_doc:.1f} passages/page"
-    if local and n_passages > HYBRID_UP_TO:
-        notes += (f"; no hybrid candidates above {HYBRID_UP_TO:,} passages (flat indexes "
-                  "would be built in memory; pass a retriever to add them)")
     return Preset(
         name="auto",
         task="auto",

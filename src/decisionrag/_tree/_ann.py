@@ -204,7 +204,7 @@ def _train(faiss: Any, factory: str, stored: NodeVectors, ids: np.ndarray) -> An
         ivf.do_polysemous_training = False  # the factory's default; codes are never compared
         nlist = int(ivf.nlist)
         rng = np.random.default_rng(0)
-        size = min(len(ids), max(64 * nlist, 50_000))
+        size = min(len(ids), max(39 * nlist, 50_000))  # faiss wants 39 points a list
         sample = np.sort(rng.choice(ids, size=size, replace=False))
         index.train(stored.take(sample))
     return index

@@ -188,9 +188,9 @@ def _assemble(counted: _Counted, k1: float, b: float, bucket_entries: int, scrat
     avgdl = lengths.mean() if n_docs else np.float64(1.0)  # bm25s: np.array(lengths).mean()
     df = counted.df
     idf = np.zeros(n_terms, dtype=np.float32)
-    for term, freq in enumerate(df.tolist()):  # math.log, as bm25s computes it
+    for column, freq in enumerate(df.tolist()):  # math.log, as bm25s computes it
         if freq:
-            idf[term] = math.log(1 + (n_docs - freq + 0.5) / (freq + 0.5))
+            idf[column] = math.log(1 + (n_docs - freq + 0.5) / (freq + 0.5))
     indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
     nnz = int(indptr[-1])
     _save(folder, "ids", token, np.concatenate(counted.ids) if counted.ids
@@ -225,7 +225,7 @@ def _bucket(scratch: Path, chunks: int, lo: int, hi: int) -> tuple[np.ndarray, .
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for index in range(chunks):
         terms = np.load(scratch / f"{index}-term.npy", mmap_mode="r")
-        start, stop = np.searchsorted(terms, [lo, hi])
+        start, stop = (int(i) for i in np.searchsorted(terms, [lo, hi]))
         if start < stop:
             doc = np.load(scratch / f"{index}-doc.npy", mmap_mode="r")
             tf = np.load(scratch / f"{index}-tf.npy", mmap_mode="r")
@@ -255,7 +255,11 @@ class _appending:
             self._out, {"descr": np.lib.format.dtype_to_descr(self.dtype),
                         "fortran_order": False, "shape": (self.length,)})
         self._end = self._out.tell() + self.length * self.dtype.itemsize
-        return lambda part: self._out.write(np.ascontiguousarray(part, self.dtype).tobytes())
+
+        def append(part: np.ndarray) -> None:
+            self._out.write(np.ascontiguousarray(part, self.dtype).tobytes())
+
+        return append
 
     def __exit__(self, *exc: Any) -> None:
         written = self._out.tell()

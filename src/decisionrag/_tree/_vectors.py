@@ -283,7 +283,7 @@ class NodeVectors:
         data = os.pread(self._fd, count * self._row_bytes, self._offset + start * self._row_bytes)
         return np.frombuffer(data, dtype=STORED_DTYPE).reshape(count, self.dim)
 
-    def take(self, node_ids: Sequence[int]) -> np.ndarray:
+    def take(self, node_ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """float32 rows of `node_ids`, in that order: one read per row for a few, chunked
         reads through the file for many."""
         ids = np.asarray(node_ids, dtype=np.int64)

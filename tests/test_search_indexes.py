@@ -1,0 +1,277 @@
+"""The search indexes stored with a tree (issue 30): the streamed BM25 index (an oracle test
+against bm25s), built by `build` and loaded — not rebuilt — at query time; the ANN index kept
+in step by add/remove/sync, refused for another version of the tree, and its recall against
+exact search on a real tree."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from decisionrag import DocumentSpec, PassageSpec, Tree, TreeWriter
+from decisionrag._app import add_sources, build_tree, remove_documents, sync_sources
+from decisionrag._app._ask import load_retriever
+from decisionrag._build._vectors import embed_tree
+from decisionrag._retrievers import BM25Retriever, DenseRetriever, tree_passages
+from decisionrag._tree import _ann, _bm25
+from decisionrag._tree._ann import AnnError, AnnIndex, ann_header_path, write_ann
+from decisionrag._tree._bm25 import BM25IndexError, StoredBM25, bm25_folder, write_bm25
+from decisionrag._tree._vectors import open_vectors, vectors_folder
+
+from test_vectors import HashEncoder
+
+WORDS = ("passport renew abroad photo fishing licence river season tax credit child benefit "
+         "school university rent deposit landlord council vote election pension").split()
+
+
+def _copy_tree(source: Path, target_dir: Path) -> Path:
+    target = target_dir / source.name
+    shutil.copy(source, target)
+    if vectors_folder(source).is_dir():
+        shutil.copytree(vectors_folder(source), vectors_folder(target))
+    return target
+
+
+def _queries(texts: Sequence[str]) -> list[str]:
+    picked = [" ".join(t.split()[:7]) for t in texts[::9]]
+    return [*picked, "the of and", "", "xyzzy qwerty", "Warsaw warsaw WARSAW", "1945 1945"]
+
+
+# -- BM25 -------------------------------------------------------------------------------------
+
+
+def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: Path) -> None:
+    """The oracle: a streamed index (tiny chunks and buckets, so every path of the merge runs)
+    scores every passage exactly as bm25s's own index of the same texts."""
+    tree_path = _copy_tree(xquad_tree, tmp_path)
+    with Tree.open(tree_path) as tree:
+        write_bm25(tree, chunk=17, bucket_entries=301)
+        stored = StoredBM25.open(tree.file, tree.meta)
+        keys, texts = tree_passages(tree)
+        assert stored.ids.tolist() == tree.passage_ids().tolist()
+        reference = BM25Retriever(keys, texts)  # bm25s, in memory
+        tokenize = _bm25.bm25_tokenizer()
+        for query in _queries(texts):
+            expected = reference.scores(query)
+            got = stored.scores(tokenize([query])[0])
+            assert got.dtype == np.float32 and np.array_equal(got, expected), query
+        from_tree = BM25Retriever.from_tree(tree)
+        query = _queries(texts)[0]
+        assert from_tree.retrieve(query, 10) == reference.retrieve(query, 10)
+
+
+def _documents(n: int, seed: int = 0) -> list[DocumentSpec]:
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(n):
+        passages = [PassageSpec(" ".join(rng.choice(WORDS, size=12)) + f" item{d}x{p}.",
+                                key=f"d{d}p{p}") for p in range(8)]
+        docs.append(DocumentSpec(f"Doc {d} {WORDS[d % len(WORDS)]}", passages, key=f"d{d}"))
+    return docs
+
+
+def _write_markdown(folder: Path, docs: Sequence[DocumentSpec]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for spec in docs:
+        body = "\n\n".join(p.text for p in spec.passages)
+        (folder / f"{spec.key}.md").write_text(f"# {spec.title}\n\n{body}\n", encoding="utf-8")
+
+
+def test_build_stores_the_bm25_index_and_a_query_loads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write_markdown(tmp_path / "src", _documents(5))
+    report = build_tree([tmp_path / "src"], tmp_path / "t.tree", vectors=False)
+    assert report.bm25 is not None and report.bm25.passages == report.counts["passage"]
+    assert (bm25_folder(tmp_path / "t.tree") / "index.json").is_file()
+
+    def no_indexing(*_: object, **__: object) -> None:
+        raise AssertionError("a query indexed the corpus")
+
+    monkeypatch.setattr(_bm25, "write_bm25", no_indexing)
+    monkeypatch.setattr(BM25Retriever, "_index", no_indexing)
+    with Tree.open(tmp_path / "t.tree") as tree, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        retriever = load_retriever(tree, "bm25")
+        assert isinstance(retriever, BM25Retriever)
+        hits = retriever.retrieve("passport renew abroad", 3)
+    assert len(hits) == 3 and all(score > 0 for _, score in hits)
+
+
+def test_a_stale_bm25_index_is_refused_then_rebuilt_once(tmp_path: Path) -> None:
+    _write_markdown(tmp_path / "src", _documents(4))
+    tree_path = tmp_path / "t.tree"
+    build_tree([tmp_path / "src"], tree_path, vectors=False)
+    with TreeWriter.update(tree_path) as writer:  # an edit that bypasses the refresh
+        writer.add_document(_documents(5, seed=1)[4])
+    with Tree.open(tree_path) as tree:
+        with pytest.raises(BM25IndexError, match="another version of the tree"):
+            StoredBM25.open(tree.file, tree.meta)
+        with pytest.warns(UserWarning, match="building it now"):
+            retriever = BM25Retriever.from_tree(tree)
+        assert retriever.size == tree.counts["passage"]
+        StoredBM25.open(tree.file, tree.meta).close()  # saved beside the tree, current
+
+
+# -- ANN --------------------------------------------------------------------------------------
+
+
+def _index_ids(tree_path: Path) -> list[int]:
+    faiss = _ann.faiss_module()
+    with Tree.open(tree_path) as tree:
+        header = _ann.AnnHeader.read(ann_header_path(tree_path, "hash-words", "float32"))
+        index = faiss.read_index(str(vectors_folder(tree_path) / header.index))
+        ivf = faiss.extract_index_ivf(index)
+        lists = ivf.invlists
+        ids = [faiss.rev_swig_ptr(lists.get_ids(i), lists.list_size(i)).copy()
+               for i in range(ivf.nlist)]
+        assert index.ntotal == tree.counts["passage"]
+        return sorted(np.concatenate(ids).tolist())
+
+
+def _assert_in_step(tree_path: Path) -> None:
+    """The index holds exactly the tree's passages, and searching every list equals exact."""
+    with Tree.open(tree_path) as tree:
+        assert _index_ids(tree_path) == tree.passage_ids().tolist()
+        ann = _dense(tree, "ann")
+        exact = _dense(tree, "exact")
+        assert ann.search == "ann" and exact.search == "exact"
+        for text in ("passport renew abroad", "river fishing season", "council vote"):
+            vector = HashEncoder().encode([text])[0]
+            ids, _ = ann.ann.search(vector, 5, nprobe=ann.ann.header.nprobe * 64)
+            truth = exact.retrieve_vector(vector, 20)
+            assert set(ann._keys_of(ids)) <= {key for key, _ in truth}
+
+
+def _dense(tree: Tree, search: str) -> DenseRetriever:
+    """A DenseRetriever over the hash-words vectors (no query encoder of that name loads)."""
+    stored = open_vectors(tree)
+    index = AnnIndex.open(tree.file, tree.meta, stored) if search == "ann" else None
+    retriever = DenseRetriever.__new__(DenseRetriever)
+    retriever.keys, retriever.stored, retriever.ann, retriever._tree = [], stored, index, tree
+    retriever._ids = tree.passage_ids()
+    retriever.vectors = stored.take(retriever._ids) if index is None else None
+    return retriever
+
+
+def test_the_ann_index_follows_add_remove_and_sync(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_ann, "FLAT_BELOW", 0)  # an inverted file even for a small tree
+    encoder = HashEncoder()
+    docs = _documents(6)
+    _write_markdown(tmp_path / "src", docs[:4])
+    tree_path = tmp_path / "t.tree"
+    build_tree([tmp_path / "src"], tree_path, vectors=False)
+    first = embed_tree(tree_path, model="hash-words", encode=encoder.encode, ann=True)
+    assert first.ann is not None and first.ann.rebuilt and first.ann.factory.startswith("IVF")
+    _assert_in_step(tree_path)
+
+    _write_markdown(tmp_path / "more", docs[4:5])
+    add_sources(tree_path, [tmp_path / "more"])
+    added = embed_tree(tree_path, model="hash-words", encode=encoder.encode)  # what `add` runs
+    assert added.ann is not None and not added.ann.rebuilt
+    assert (added.ann.added, added.ann.removed) == (8, 0)
+    _assert_in_step(tree_path)
+
+    remove_documents(tree_path, ["d1.md"])
+    removed = embed_tree(tree_path, model="hash-words", encode=encoder.encode)
+    assert removed.ann is not None and (removed.ann.added, removed.ann.removed) == (0, 8)
+    _assert_in_step(tree_path)
+
+    changed = _documents(6, seed=5)[2]  # d2's text changes, d5 is new, d0, d3 and d4 go
+    _write_markdown(tmp_path / "src2", [changed, docs[5]])
+    sync_sources(tree_path, [tmp_path / "src2"])
+    synced = embed_tree(tree_path, model="hash-words", encode=encoder.encode)
+    assert synced.ann is not None and not synced.ann.rebuilt
+    assert synced.ann.added == 8 * 2 and synced.ann.removed == 8 * 4  # d2 out and in again
+    _assert_in_step(tree_path)
+    leftovers = sorted(p.name for p in vectors_folder(tree_path).glob("*.faiss"))
+    assert len(leftovers) == 1  # each update removed the file it replaced
+
+
+def test_an_ann_index_of_another_tree_version_is_refused(tmp_path: Path) -> None:
+    encoder = HashEncoder()
+    _write_markdown(tmp_path / "src", _documents(3))
+    tree_path = tmp_path / "t.tree"
+    build_tree([tmp_path / "src"], tree_path, vectors=False)
+    embed_tree(tree_path, model="hash-words", encode=encoder.encode, ann=True)
+    header = ann_header_path(tree_path, "hash-words", "float32")
+    old_header, old_index = header.read_bytes(), _ann.AnnHeader.read(header).index
+    kept = tmp_path / "old.faiss"
+    shutil.copy(vectors_folder(tree_path) / old_index, kept)
+    remove_documents(tree_path, ["d0.md"])
+    embed_tree(tree_path, model="hash-words", encode=encoder.encode)
+    header.write_bytes(old_header)  # the index of the earlier version put back
+    shutil.copy(kept, vectors_folder(tree_path) / old_index)
+    with Tree.open(tree_path) as tree:
+        stored = open_vectors(tree)
+        with pytest.raises(AnnError, match="another version of the tree"):
+            AnnIndex.open(tree.file, tree.meta, stored)
+
+
+@pytest.mark.slow
+def test_ann_recall_against_exact_on_a_real_tree(xquad_tree: Path, tmp_path: Path,
+                                                 shared_data: Path) -> None:
+    """xquad-en's passages embedded by the bundled MiniLM (numpy forward pass), an IVF-PQ
+    index forced on them, its top 10 against exact search for the dataset's queries."""
+    from decisionrag._embed import DEFAULT_MODEL, load_query_encoder
+    from decisionrag._eval._data import read_queries
+
+    tree_path = _copy_tree(xquad_tree, tmp_path)
+    encoder = load_query_encoder(DEFAULT_MODEL, encoder="numpy")
+    embed_tree(tree_path, model=DEFAULT_MODEL, precision="float32", encode=encoder.encode)
+    with Tree.open(tree_path) as tree:
+        stored = open_vectors(tree)
+        write_ann(tree_path, stored, tree.passage_ids(), tree.meta, factory="IVF4,PQ48x4",
+                  nprobe=2)
+        ann = DenseRetriever.from_tree(tree, search="ann")
+        exact = DenseRetriever.from_tree(tree, search="exact")
+        assert ann.search == "ann" and exact.search == "exact"
+        queries = [q.flat_text() for q in read_queries(shared_data / "xquad-en" / "queries.jsonl")]
+        recall = ann.approximation_recall(queries[::10], k=10)
+        everything = ann.ann.search(ann.query_vector(queries[0]), 10, nprobe=4)[0]
+        from decisionrag._eval._data import load_dataset
+        from decisionrag._eval._report import dense_search_line
+        from decisionrag._eval._runner import EvalSettings, approximation
+
+        info = approximation(ann, load_dataset(shared_data / "xquad-en").limit(20),
+                             EvalSettings(systems=["dense"]))  # what eval reports
+        assert info["search"] == "ann" and info["queries"] == 20 and info["passages"] == 240
+        assert 0 < info["recall@100"] <= 1 and "recall@100" in dense_search_line(info)
+        assert approximation(exact, load_dataset(shared_data / "xquad-en"),
+                             EvalSettings(systems=["dense"])) == {"search": "exact",
+                                                                  "passages": 240}
+    assert recall is not None and 0.8 <= recall <= 1.0  # measured 0.9+ (2 of 4 lists probed)
+    assert len(everything) == 10
+
+
+def test_auto_scans_exactly_with_a_warning_when_a_large_tree_has_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from decisionrag._errors import MissingDependency, missing_extra
+
+    _write_markdown(tmp_path / "src", _documents(2))
+    tree_path = tmp_path / "t.tree"
+    build_tree([tmp_path / "src"], tree_path, vectors=False)
+    embed_tree(tree_path, model="hash-words", encode=HashEncoder().encode)
+    monkeypatch.setattr(_ann, "ANN_FROM", 1)  # "large"
+
+    def no_faiss() -> None:
+        raise missing_extra("faiss-cpu", "ann")
+
+    with Tree.open(tree_path) as tree:
+        stored = open_vectors(tree)
+        from decisionrag._retrievers import _ann_index
+
+        with pytest.warns(UserWarning, match="no ANN index"):
+            assert _ann_index(tree, stored, "auto") is None
+        monkeypatch.setattr(_ann, "faiss_module", no_faiss)
+        with pytest.warns(UserWarning, match=r"decisionrag\[ann\]"):
+            assert _ann_index(tree, stored, "auto") is None
+        with pytest.raises(MissingDependency, match=r"decisionrag\[ann\]"):
+            _ann_index(tree, stored, "ann")
