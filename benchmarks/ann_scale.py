@@ -35,7 +35,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _rss import peak_rss_mb
-
 from decisionrag import Tree
 
 K = 100

@@ -22,11 +22,9 @@ from decisionrag._tree import _ann, _bm25
 from decisionrag._tree._ann import AnnError, AnnIndex, ann_header_path, write_ann
 from decisionrag._tree._bm25 import BM25IndexError, StoredBM25, bm25_folder, write_bm25
 from decisionrag._tree._vectors import open_vectors, vectors_folder
-
 from test_vectors import HashEncoder
 
-WORDS = ("passport renew abroad photo fishing licence river season tax credit child benefit "
-         "school university rent deposit landlord council vote election pension").split()
+WORDS = ["passport", "renew", "abroad", "photo", "fishing", "licence", "river", "season", "tax", "credit", "child", "benefit", "school", "university", "rent", "deposit", "landlord", "council", "vote", "election", "pension"]
 
 
 def _copy_tree(source: Path, target_dir: Path) -> Path:
