@@ -25,8 +25,7 @@ from decisionrag._tree._vectors import open_vectors, vectors_folder
 from test_vectors import HashEncoder
 
 WORDS = tuple(
-    "passport renew abroad photo fishing licence river season tax credit child benefit school "
-    "university rent deposit landlord council vote election pension".split())
+    ["passport", "renew", "abroad", "photo", "fishing", "licence", "river", "season", "tax", "credit", "child", "benefit", "school", "university", "rent", "deposit", "landlord", "council", "vote", "election", "pension"])
 
 
 def _copy_tree(source: Path, target_dir: Path) -> Path:
