@@ -24,8 +24,9 @@ from decisionrag._tree._bm25 import BM25IndexError, StoredBM25, bm25_folder, wri
 from decisionrag._tree._vectors import open_vectors, vectors_folder
 from test_vectors import HashEncoder
 
-WORDS = tuple(
-    ["passport", "renew", "abroad", "photo", "fishing", "licence", "river", "season", "tax", "credit", "child", "benefit", "school", "university", "rent", "deposit", "landlord", "council", "vote", "election", "pension"])
+WORDS = ("passport", "renew", "abroad", "photo", "fishing", "licence", "river", "season", "tax",
+         "credit", "child", "benefit", "school", "university", "rent", "deposit", "landlord",
+         "council", "vote", "election", "pension")
 
 
 def _copy_tree(source: Path, target_dir: Path) -> Path:
