@@ -79,7 +79,6 @@ def usearch_build(matrix: np.ndarray, path: Path, threads: int) -> None:
 
     n, dim = matrix.shape
     index = Index(ndim=dim, metric="ip", dtype="i8", connectivity=16, expansion_add=128)
-    index.reserve(n)
     for start in range(0, n, CHUNK):
         block = np.asarray(matrix[start:start + CHUNK], dtype=np.float32)
         index.add(np.arange(start, start + len(block), dtype=np.uint64), block, threads=threads)
