@@ -2,33 +2,47 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# two install sets, two stamps: the demo's (the runtime, the embedded judge and BM25: no
+# torch) and the development set (every extra, torch among them, and the test tools)
+DEMO_STAMP := $(VENV)/.installed-demo
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench dist clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[embedded,eval]'
+	touch $(DEMO_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(PY)
 	# the CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV_STAMP) $(DEMO_STAMP)
 
-install: $(STAMP)
+install: $(DEV_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m decisionrag.demo
 
-test: $(STAMP) lint
+test: $(DEV_STAMP) lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow"
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	PYTHONPATH=src $(VENV)/bin/lint-imports
 
+# the wheel and the sdist in dist/ (README, "Installing"; offline installs: tests/test_dist.py)
+dist: $(DEV_STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache out
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache out dist build

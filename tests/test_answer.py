@@ -202,7 +202,9 @@ def test_citation_forms() -> None:
     assert cited_numbers("a [1] b [2, 3] c [4][5] d [6-8] e [Passage 9] f [passages 10 and 11]") == list(
         range(1, 12))
     assert cited_numbers("no [citation] here, [x], 2020") == []
-    assert strip_citations("Yes [1], if so [2-3].") == "Yes , if so ."
+    assert strip_citations("Yes [1], if so [2-3].") == "Yes, if so."
+    assert strip_citations("Within 24 hours [1][3] .") == "Within 24 hours."
+    assert strip_citations("See [2] below [4]") == "See below"
 
 
 def test_no_generator_configured_names_the_option_and_variable(

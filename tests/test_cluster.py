@@ -249,3 +249,23 @@ def test_build_command_clusters_a_real_corpus(tmp_path: Path, shared_data: Path,
         assert sum(len(tree.children(g.id)) for g in groups) == 48
         assert all(g.description.startswith("Topics: ") for g in groups)
         assert tree.meta["clustering"]["model"] == "all-MiniLM-L6-v2"
+
+
+def test_two_source_folders_are_clustered_together(tmp_path: Path) -> None:
+    """No document at the root (two folders given to `build`): the folder groups are
+    replaced by topic groups over all documents, and the report says so."""
+    path = tmp_path / "t.tree"
+    docs = make_docs({"astronomy": 6, "cooking": 6, "opera": 6})
+    with TreeWriter(path) as writer:
+        for folder, part in (("first", docs[:9]), ("second", docs[9:])):
+            parent = writer.group_for([folder])
+            for spec in part:
+                writer.add_document(spec, parent)
+        report = cluster_documents(writer, 3, model="fake", encode=fake_encode,
+                                   cache=tmp_path / "cache")
+    assert report.documents == 18 and report.groups == 3 and report.folders == 2
+    assert "2 folder groups replaced" in report.summary()
+    groups = shape(path)
+    assert {title for _key, title, _children in groups} and all(
+        key.startswith("c:") for key, _title, _children in groups)
+    assert sorted(len(children) for _key, _title, children in groups) == [6, 6, 6]

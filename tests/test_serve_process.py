@@ -92,6 +92,18 @@ def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
     assert bad_limit.returncode == 2 and "unknown limit 'max_kk'" in bad_limit.stderr
 
 
+def test_a_judge_without_its_key_fails_before_the_banner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = write_tree(tmp_path / "docs.tree")
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    for workers in ("1", "2"):
+        refused = _run("serve", str(tree), "--judge", "typesafe:jev-1.13", "--workers", workers)
+        assert refused.returncode == 2, refused.stderr
+        assert "TYPESAFE_API_KEY" in refused.stderr
+        assert "decisionrag serve: trees" not in refused.stderr  # no "serving on ..." first
+
+
 def test_keys_commands(tmp_path: Path) -> None:
     key_file = tmp_path / "keys.json"
     added = _run("keys", "add", str(key_file), "--name", "app", "--tree", "docs")

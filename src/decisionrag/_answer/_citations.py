@@ -10,6 +10,8 @@ _BRACKET = re.compile(
     r"\[\s*(?:passages?\s*)?(\d{1,4}(?:\s*(?:[,;–-]|and)\s*(?:passages?\s*)?\d{1,4})*)\s*\]",
     re.IGNORECASE,
 )
+# a run of brackets with the spaces before it, and whether punctuation follows
+_BRACKETS = re.compile(rf"(?:\s*{_BRACKET.pattern})+(?P<punct>\s*[.,;:!?)\]])?", re.IGNORECASE)
 _PART = re.compile(r"(\d{1,4})(?:\s*[–-]\s*(\d{1,4}))?")
 RANGE_LIMIT = 50  # a "[1-999]" is read as its two ends, not as 999 citations
 
@@ -44,5 +46,10 @@ def cited_numbers(text: str) -> list[int]:
 
 
 def strip_citations(text: str) -> str:
-    """The text without its citation brackets (for exact match and token F1)."""
-    return " ".join(_BRACKET.sub(" ", text).split())
+    """The text without its citation brackets (for exact match and token F1); a bracket
+    before punctuation goes with the space before it: "24 hours [1]." -> "24 hours."."""
+    def replace(match: re.Match[str]) -> str:
+        punct = match.group("punct")
+        return punct.strip() if punct else " "
+
+    return " ".join(_BRACKETS.sub(replace, text).split())

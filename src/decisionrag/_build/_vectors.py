@@ -136,9 +136,9 @@ def _encoder(model: str | None, precision: str | None, encode: EncodeFn | None,
              progress: bool) -> tuple[str, str, EncodeFn]:
     if encode is not None:
         return model or "custom", precision or "float32", encode
-    from .._embed import load_encoder
+    from .._embed import load_vector_encoder
 
-    encoder = load_encoder(model, precision=precision)
+    encoder = load_vector_encoder(model, precision=precision)
 
     def run(texts: Sequence[str]) -> np.ndarray:
         return encoder.encode(list(texts), progress=progress)

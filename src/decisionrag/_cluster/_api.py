@@ -21,7 +21,7 @@ import numpy as np
 
 from .._embed import DEFAULT_MODEL
 from .._errors import InputError
-from .._tree import DocumentHead
+from .._tree import DocumentHead, NodeKind
 from .._tree._store import TreeWriter
 from ._describe import MAX_TITLES, Describer, ExtractiveDescriber, GroupSketch
 from ._embedding import MAX_TOKENS, EncodeFn, document_text, embed_texts, first_sentence
@@ -56,6 +56,7 @@ class ClusterReport:
     model: str = DEFAULT_MODEL
     describer: str = "extractive"
     skipped: int = 0
+    folders: int = 0  # folder groups replaced by topic groups (no document was at the root)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def size_stats(self) -> dict[str, float]:
@@ -84,6 +85,9 @@ class ClusterReport:
         ]
         if self.skipped:
             lines.append(f"{self.skipped:,} documents already inside groups were left in place")
+        if self.folders:
+            lines.append(f"{self.folders:,} folder groups replaced by the topic groups (every "
+                         "document keeps its file in `source`)")
         if self.seconds:
             lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
         return "\n".join(lines)
@@ -140,7 +144,7 @@ def cluster_documents(
     """
     seconds: dict[str, float] = {}
     with _timed(seconds, "embed"):
-        flat, skipped = _flat_documents(writer)
+        flat, skipped, folders = _flat_documents(writer)
         k = resolve_groups(n_groups, len(flat), branching)
         docs = _embed_documents(flat, model, encode, cache, use_cache, progress, max_tokens)
     with _timed(seconds, "cluster"):
@@ -163,7 +167,7 @@ def cluster_documents(
         sizes=[int(s) for s in leaf.sizes], min_size=bounds.min_size, max_size=bounds.max_size,
         splits=sum(lv.splits for lv in hierarchy.levels),
         merges=sum(lv.merges for lv in hierarchy.levels),
-        model=name, describer=describer.name, skipped=skipped, seconds=seconds)
+        model=name, describer=describer.name, skipped=skipped, folders=folders, seconds=seconds)
 
 
 @contextmanager
@@ -173,13 +177,25 @@ def _timed(seconds: dict[str, float], phase: str) -> Iterator[None]:
     seconds[phase] = time.perf_counter() - start
 
 
-def _flat_documents(writer: TreeWriter) -> tuple[list[DocumentHead], int]:
-    """Heads of the documents directly under the root; and how many others were skipped."""
+def _flat_documents(writer: TreeWriter) -> tuple[list[DocumentHead], int, int]:
+    """Heads of the documents to cluster, how many were left in their groups, and how many
+    folder groups were dissolved.
+
+    Clustering organises the documents directly under the root; documents already in
+    groups (sub-folders beside root documents) stay where they are. When no document is at
+    the root (a build of two source folders, or of one holding only sub-folders), every
+    document is clustered: the folder groups are replaced by the topic groups."""
     heads = list(writer.document_heads())
     flat = [h for h in heads if h.parent == writer.root_id]
-    if not flat:
-        raise InputError(f"{writer.path}: no documents directly under the root to cluster")
-    return flat, len(heads) - len(flat)
+    if flat:
+        return flat, len(heads) - len(flat), 0
+    if not heads:
+        raise InputError(f"{writer.path}: no documents to cluster")
+    groups = len(writer.child_ids(writer.root_id, NodeKind.GROUP))
+    for head in heads:
+        writer.move(head.id, writer.root_id)
+    writer.remove_empty_groups()
+    return [h._replace(parent=writer.root_id) for h in heads], 0, groups
 
 
 def _embed_documents(

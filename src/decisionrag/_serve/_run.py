@@ -58,17 +58,17 @@ def serve(
         "timeout_graceful_shutdown": drain_seconds, "server_header": False,
         "lifespan": "on",
     }
-    names = ", ".join(name for name, _ in settings.trees)
-    print(f"decisionrag serve: trees {names}; judge {settings.judge}; preset {settings.preset}; "
-          f"http://{host}:{port} (docs at /docs{', console at /ui' if settings.ui else ''}); "
-          f"{workers} worker{'s' * (workers > 1)}; {access}",
-          file=sys.stderr, flush=True)
+    banner = (f"decisionrag serve: trees {', '.join(name for name, _ in settings.trees)}; judge "
+              f"{settings.judge}; preset {settings.preset}; http://{host}:{port} (docs at /docs"
+              f"{', console at /ui' if settings.ui else ''}); {workers} worker{'s' * (workers > 1)}; "
+              f"{access}")
     if workers > 1:
-        _serve_workers(settings, workers, common)
+        _serve_workers(settings, workers, common, banner)
         return
     from ._app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings)  # the trees opened, the judge loaded (its key checked): then the banner
+    print(banner, file=sys.stderr, flush=True)
     server = DrainingServer(uvicorn.Config(app, **common))
     server.run()
     if not server.started:
@@ -118,12 +118,14 @@ def serve_console(
         sock.close()
 
 
-def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]) -> None:
+def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any],
+                   banner: str) -> None:
     from ._app import create_app
 
     with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir, \
             state_folder(settings) as settings:
         create_app(dataclasses.replace(settings, warm=False))  # fail fast, here
+        print(banner, file=sys.stderr, flush=True)
         os.environ[SETTINGS_ENV] = settings.to_json()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         config = uvicorn.Config("decisionrag._serve._app:app_from_environment", factory=True,
