@@ -123,3 +123,17 @@ async def test_a_slow_judge_gets_a_progress_line(faults: FaultServer) -> None:
         assert await _binary(faults.judge_id("slow"))
     assert "still waiting for the judge after" in out.getvalue()
     assert "deadline in" in out.getvalue()
+
+
+def test_waiting_counts_from_the_first_request_not_from_loading() -> None:
+    out = io.StringIO()
+    scope = QueryDeadline(None)
+    with notice_when_slow(scope, after=1.0, out=out):
+        time.sleep(1.5)  # opening the tree, loading a model: not waiting for the judge
+        assert out.getvalue() == ""
+        with scope:
+            time.sleep(0.3)  # the walk's local work before its first request
+            scope.request_started()
+            time.sleep(1.4)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and "still waiting for the judge after 1s" in lines[0], lines

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import InputError, missing_extra
+from ._progress import Step, within
 
 F32 = np.float32
 MASKED = F32(-1e9)  # added to attention logits of padding: exp() of it is exactly 0
@@ -369,23 +370,27 @@ class NumpyEncoder:
         inputs = [t.lower() if self.lower_case else t for t in texts]
         return [list(e.ids) for e in self.tokenizer.encode_batch(inputs)]
 
-    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, progress: bool = False,
-               chunk_size: int | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE,
+               progress: bool | Step = False, chunk_size: int | None = None) -> np.ndarray:
         """Vectors of `texts`, in their order; texts of similar length are batched together.
-        (`progress` and `chunk_size` are accepted for `Encoder`'s signature and unused.)"""
-        del progress, chunk_size
+        `progress`: show an "embedding" step, or advance the caller's `Step`, by batch
+        (`chunk_size` is accepted for `Encoder`'s signature and unused)."""
+        del chunk_size
         out = np.zeros((len(texts), self.dim), dtype=F32)
         if not texts:
             return out
         tokens = self.tokenize(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(tokens[i]))
         start = 0
-        while start < len(order):
-            longest = len(tokens[order[start]])
-            count = max(1, min(int(batch_size), TOKEN_BUDGET // max(1, longest)))
-            chunk = order[start:start + count]
-            out[chunk] = self._encode_ids([tokens[i] for i in chunk])
-            start += count
+        with within(progress, "embedding", len(texts), "texts") as shown:
+            shown.expect(sum(len(t) for t in tokens))  # longest first: time goes by tokens
+            while start < len(order):
+                longest = len(tokens[order[start]])
+                count = max(1, min(int(batch_size), TOKEN_BUDGET // max(1, longest)))
+                chunk = order[start:start + count]
+                out[chunk] = self._encode_ids([tokens[i] for i in chunk])
+                start += count
+                shown.advance(len(chunk), cost=sum(len(tokens[i]) for i in chunk))
         return out
 
     def encode_chunk(self, texts: Sequence[str], batch_size: int = BATCH_SIZE) -> np.ndarray:

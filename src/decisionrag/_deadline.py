@@ -32,6 +32,8 @@ class QueryDeadline:
         self.problems: list[str] = []
         self.in_flight = 0
         self.started = time.monotonic()
+        self.entered = False  # the walk has begun (the judge loaded, the tree opened)
+        self.first_request: float | None = None  # when the first HTTP attempt went out
         self._token: contextvars.Token[QueryDeadline | None] | None = None
 
     def remaining(self) -> float:
@@ -41,6 +43,20 @@ class QueryDeadline:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def request_started(self) -> None:
+        """An HTTP attempt goes out (the HTTP layer calls this)."""
+        self.in_flight += 1
+        if self.first_request is None:
+            self.first_request = time.monotonic()
+
+    def waited(self) -> float | None:
+        """Seconds since the first request went out (since the walk began for a judge that
+        sends none); None before the walk began: loading a model is not waiting."""
+        if not self.entered:
+            return None
+        since = self.first_request if self.first_request is not None else self.started
+        return time.monotonic() - since
 
     def note(self, problem: str) -> None:
         self.problems = [*self.problems[-4:], problem]
@@ -53,6 +69,7 @@ class QueryDeadline:
 
     def __enter__(self) -> QueryDeadline:
         self.started = time.monotonic()
+        self.entered = True
         self._token = _ACTIVE.set(self)
         return self
 

@@ -27,14 +27,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ._errors import InputError, missing_extra
 from ._files import ContentCache, PathLike, content_key
+from ._progress import Step, silence_other_bars, within
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # Texts encoded per sentence-transformers call when a large input is split (see Encoder.encode).
 CHUNK_SIZE = 1024
+PROGRESS_PIECE = 256  # texts per encoder call while a progress step counts them
 PRECISIONS = ("auto", "float32", "bfloat16")
 
 
@@ -74,37 +75,39 @@ class Encoder:
         self.dim = int(dimension())
 
     def encode(
-        self, texts: Sequence[str], batch_size: int = 64, progress: bool = False,
+        self, texts: Sequence[str], batch_size: int = 64, progress: bool | Step = False,
         chunk_size: int = CHUNK_SIZE,
     ) -> np.ndarray:
         """Vectors of `texts`, in their order. Large inputs are encoded `chunk_size` texts at a
-        time, longest first, with freed heap returned to the system after each chunk."""
+        time, longest first, with freed heap returned to the system after each chunk.
+        `progress`: show an "embedding" step, or advance the caller's `Step` (in pieces of
+        `PROGRESS_PIECE` texts, so that the count moves)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if len(texts) <= chunk_size:
-            return self._encode_batch(texts, batch_size, show_progress=progress)
+        if not progress and len(texts) <= chunk_size:
+            return self._encode_batch(texts, batch_size)
+        piece = min(chunk_size, PROGRESS_PIECE) if progress else chunk_size
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(text) for text in texts], kind="stable")
-        with tqdm(total=len(texts), desc="embedding", unit="text", leave=False,
-                  disable=not progress) as bar:
-            for start in range(0, len(texts), chunk_size):
-                chunk = order[start:start + chunk_size]
+        with within(progress, "embedding", len(texts), "texts") as shown:
+            shown.expect(sum(len(t) for t in texts))  # longest first: time goes by length
+            for start in range(0, len(texts), piece):
+                chunk = order[start:start + piece]
                 vectors[chunk] = self._encode_batch([texts[i] for i in chunk], batch_size)
-                release_freed_memory()
-                bar.update(len(chunk))
+                if (start + piece) % chunk_size < piece:
+                    release_freed_memory()
+                shown.advance(len(chunk), cost=sum(len(texts[i]) for i in chunk))
         return vectors
 
     def encode_chunk(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """One chunk of `encode` as it encodes it (a build engine's worker runs these)."""
         return self._encode_batch(texts, batch_size)
 
-    def _encode_batch(
-        self, texts: Sequence[str], batch_size: int, show_progress: bool = False
-    ) -> np.ndarray:
+    def _encode_batch(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         with _autocast(self.precision, str(getattr(self.model, "device", "cpu"))):
-            vectors = self.model.encode(
+            vectors = self.model.encode(  # never its own "Batches" bar: `progress` is ours
                 list(texts), batch_size=batch_size, normalize_embeddings=True,
-                convert_to_numpy=False, convert_to_tensor=True, show_progress_bar=show_progress,
+                convert_to_numpy=False, convert_to_tensor=True, show_progress_bar=False,
             )
         if hasattr(vectors, "detach"):  # a torch tensor, possibly bfloat16
             vectors = vectors.detach().float().cpu().numpy()
@@ -183,11 +186,9 @@ def _malloc_trim() -> Any:
 
 def _quiet_transformers() -> None:
     """No "Loading weights" progress bars on stderr: they would interleave with our output."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return
-    hf_logging.disable_progress_bar()
+    with contextlib.suppress(ImportError):
+        import transformers.utils.logging  # noqa: F401
+    silence_other_bars()
 
 
 def load_encoder(model: str | None = None, device: str = "cpu", precision: str | None = None) -> Encoder:

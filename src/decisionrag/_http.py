@@ -179,7 +179,7 @@ async def _bounded(attempt: Callable[[float], Awaitable[T]], timeout: float, who
                    query: QueryDeadline | None) -> T:
     """One attempt, cut at `timeout` seconds whatever it is doing (connect, headers, body)."""
     if query is not None:
-        query.in_flight += 1
+        query.request_started()
     try:
         async with asyncio.timeout(timeout):
             return await attempt(timeout)

@@ -21,7 +21,10 @@ from pathlib import Path
 from ._errors import DecisionRAGError
 
 _SUMMARY = "Build a tree of Python's help topics (once), then answer a question with it."
-DEFAULT_QUESTION = "How do I catch several exceptions in one except clause?"
+# A question the offline judge answers (break.txt: "It terminates the nearest enclosing
+# loop"; tests/test_demo.py checks it). It does not answer "How do I catch several
+# exceptions in one except clause?": docs/embedded-judge.md, "Known limits", says why.
+DEFAULT_QUESTION = "How do I leave a loop early?"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -49,14 +52,14 @@ def ensure_tree(out: Path) -> Path:
         topics = out / "topics"
         count = write_topics(topics)
         started = time.perf_counter()
-        report = build_tree([topics], tree, format="text")
+        report = build_tree([topics], tree, format="text", vectors=False, progress=True)
         counts = report.counts
         print(f"Built {tree} from {count} Python help topics in "
               f"{time.perf_counter() - started:.1f} s: {counts.get('document', 0)} pages, "
               f"{counts.get('passage', 0)} passages")
     if not available_sets(tree):
         report = BuildReport(path=tree)
-        store_vectors(report, required=False)
+        store_vectors(report, required=False, progress=True)
         if report.vectors is not None:
             print(f"Stored the node vectors in {report.vectors.seconds:.1f} s "
                   f"({report.vectors.passages} passages)")

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import Step, quiet, step
 from .._tree import NodeKind, Tree
 from .._tree._vectors import (
     NodeVectors,
@@ -74,16 +75,25 @@ def embed_tree(
     from ._indexes import keep_ann
 
     started = time.perf_counter()
-    name, resolved, encoder = _encoder(model, precision, encode, progress)
+    with step("vectors", unit="passages", enabled=progress) as shown:
+        shown.note("loading the encoder")
+        name, resolved, encoder = _encoder(model, precision, encode)
+        shown.note("")
+        return _embed_tree(tree_path, name, resolved, encoder, shown, started)
+
+
+def _embed_tree(tree_path: str | os.PathLike[str], name: str, resolved: str, encoder: _Run,
+                shown: Step, started: float) -> VectorsReport:
     with Tree.open(tree_path) as tree:
         ids, texts, docs, groups, n_rows = _layout(tree)
         checks = np.array([zlib.crc32(t.encode()) for t in texts], dtype=np.uint32)
         previous = _old_matrix_name(tree_path, name, resolved)
         matrix, reused = _reused_rows(tree_path, name, resolved, n_rows, ids, checks)
         todo = np.flatnonzero(~reused)
+        shown.total = int(todo.size)
         dim = matrix.shape[1] if matrix is not None else None
         if todo.size or matrix is None:
-            fresh = encoder([texts[i] for i in todo]) if todo.size else None
+            fresh = encoder([texts[i] for i in todo], shown) if todo.size else None
             dim = dim or (fresh.shape[1] if fresh is not None else _probe_dim(encoder))
             if matrix is None:
                 matrix = np.zeros((n_rows, dim), dtype=np.float32)
@@ -132,22 +142,32 @@ def store_vectors(report: Any, *, required: bool, model: str | None = None,
                                "and dense search need them")
 
 
-def _encoder(model: str | None, precision: str | None, encode: EncodeFn | None,
-             progress: bool) -> tuple[str, str, EncodeFn]:
+_Run = Callable[[Sequence[str], Step], np.ndarray]  # texts, the step to advance -> vectors
+
+
+def _encoder(model: str | None, precision: str | None,
+             encode: EncodeFn | None) -> tuple[str, str, _Run]:
     if encode is not None:
-        return model or "custom", precision or "float32", encode
+        given = encode
+
+        def run_given(texts: Sequence[str], shown: Step) -> np.ndarray:
+            vectors = given(texts)
+            shown.advance(len(texts))
+            return vectors
+
+        return model or "custom", precision or "float32", run_given
     from .._embed import load_vector_encoder
 
     encoder = load_vector_encoder(model, precision=precision)
 
-    def run(texts: Sequence[str]) -> np.ndarray:
-        return encoder.encode(list(texts), progress=progress)
+    def run(texts: Sequence[str], shown: Step) -> np.ndarray:
+        return np.asarray(encoder.encode(list(texts), progress=shown))
 
     return encoder.name, encoder.precision, run
 
 
-def _probe_dim(encode: EncodeFn) -> int:
-    return int(np.asarray(encode([""])).shape[1])
+def _probe_dim(encode: _Run) -> int:
+    return int(np.asarray(encode([""], quiet())).shape[1])
 
 
 def _layout(tree: Tree) -> tuple[np.ndarray, list[str], list[tuple[int, int]],

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._progress import step
 from .._tree import DocumentSpec, TreeWriter, check_output
 from ._common import PART_PASSAGES, split_headingless
 from ._sources import FORMATS, Progress, _documents, _plan, _Source, source_size
@@ -69,24 +70,10 @@ def _read_locally(plan: Sequence[_Source], report: BuildReport,
 
 
 @contextmanager
-def _progress_bar(total: int, enabled: bool) -> Iterator[Progress]:
-    if not enabled:
-        yield lambda _n: None
-        return
-    from tqdm import tqdm
-
-    with tqdm(total=total, unit="B", unit_scale=True, desc="build", leave=False) as bar:
-        pending = 0
-
-        def advance(n: int) -> None:
-            nonlocal pending
-            pending += n
-            if pending >= 1 << 20:
-                bar.update(pending)
-                pending = 0
-
-        yield advance
-        bar.update(pending)
+def _parsing(total: int, enabled: bool) -> Iterator[Progress]:
+    """The parsing step, counting the bytes of the sources read."""
+    with step("parsing", total, "B", enabled=enabled) as shown:
+        yield shown.advance
 
 
 def build_tree(
@@ -126,17 +113,20 @@ def _write(sources: Sequence[str | Path], plan: list[_Source], out: str | Path,
            report: BuildReport, progress: bool, reader: Reader,
            finish: Finish | None) -> dict[str, int]:
     total = sum(source_size(source.path) for source in plan)
-    with TreeWriter(out) as writer, _progress_bar(total, progress) as advance:
-        for document in reader(plan, report, advance):
-            parts = split_headingless(document.passages)
-            if parts is not None:
-                document = replace(document, passages=parts)
-                report.split += 1
-            writer.add_document(document)
+    with TreeWriter(out) as writer:
+        with _parsing(total, progress) as advance:
+            for document in reader(plan, report, advance):
+                parts = split_headingless(document.passages)
+                if parts is not None:
+                    document = replace(document, passages=parts)
+                    report.split += 1
+                writer.add_document(document)
         if writer.counts["document"] == 0:
             raise InputError(_nothing_found(sources, report))
         if finish is not None:
             report.cluster = finish(writer, progress)
+        with step("writing", enabled=progress):  # indexes, counts, summaries, the rename
+            writer.commit()
     return dict(writer.counts)
 
 

@@ -103,7 +103,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="N",
         help="store each query's top N keys in the JSON",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress display (its steps go to stderr: redrawn on a terminal, "
+                        "a plain line every few seconds elsewhere)")
     parser.set_defaults(func=run_eval)
 
 
@@ -152,13 +154,11 @@ def run_eval(args: argparse.Namespace) -> int:
         embed_model=args.embed_model,
         keep_runs=args.keep_runs,
         dense_search=args.dense_search,
+        progress=not args.no_progress,
     )
     judge = _judge(args.judge, systems)
     answers = _answer_client(args)
-    with _progress_bar(len(systems) * len(dataset.queries), args.no_progress or not systems) as bar:
-        evaluation = run_evaluation(
-            dataset, settings, judge, lambda name: _tick(bar, name), answers=answers, external=external
-        )
+    evaluation = run_evaluation(dataset, settings, judge, answers=answers, external=external)
     report = evaluation.report
     if judge is not None:
         report["settings"]["judge"] = args.judge
@@ -194,32 +194,6 @@ def _judge(judge_id: str, systems: list[str]) -> Any:
 
     return load_judge(judge_id)
 
-
-class _NoBar:
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, n: int = 1) -> None:
-        return None
-
-    def set_description(self, text: str) -> None:
-        return None
-
-
-def _progress_bar(total: int, disabled: bool) -> Any:
-    if disabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="query", file=sys.stderr, dynamic_ncols=True)
-
-
-def _tick(bar: Any, name: str) -> None:
-    bar.set_description(name)
-    bar.update(1)
 
 
 def _write_json(path: Path, report: dict[str, Any]) -> None:

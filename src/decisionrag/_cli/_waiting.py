@@ -11,20 +11,27 @@ from typing import TextIO
 from .._deadline import QueryDeadline
 
 DEFAULT_NOTICE_AFTER = 5.0  # seconds without an answer before the first line
+_POLL = 0.25  # how often the watcher looks at the clock
 
 
 @contextlib.contextmanager
 def notice_when_slow(scope: QueryDeadline, after: float = DEFAULT_NOTICE_AFTER,
                      out: TextIO | None = None) -> Iterator[None]:
-    """While the block runs, print a line after `after` seconds and every `after` seconds
-    more: how long it has waited, how long it may still wait, retries and the last problem."""
+    """While the block runs, print a line once the judge has been waited for `after`
+    seconds, and every `after` seconds more: how long, how long it may still wait, retries
+    and the last problem. The wait counts from the first request (`QueryDeadline.waited`):
+    opening the tree and loading a model are not waiting for the judge."""
     stream = out or sys.stderr
     done = threading.Event()
 
     def watch() -> None:
-        while not done.wait(after):
-            stream.write(_line(scope) + "\n")
-            stream.flush()
+        notices = 0
+        while not done.wait(min(_POLL, after)):
+            waited = scope.waited()
+            if waited is not None and waited >= after * (notices + 1):
+                notices = int(waited // after)
+                stream.write(_line(scope, waited) + "\n")
+                stream.flush()
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
@@ -35,8 +42,8 @@ def notice_when_slow(scope: QueryDeadline, after: float = DEFAULT_NOTICE_AFTER,
         thread.join(timeout=1.0)
 
 
-def _line(scope: QueryDeadline) -> str:
-    parts = [f"decisionrag: still waiting for the judge after {scope.elapsed():.0f}s"]
+def _line(scope: QueryDeadline, waited: float) -> str:
+    parts = [f"decisionrag: still waiting for the judge after {waited:.0f}s"]
     if scope.seconds is not None:
         parts.append(f"deadline in {max(0.0, scope.remaining()):.0f}s")
     if scope.retries:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._embed import DEFAULT_MODEL
 from .._errors import InputError
+from .._progress import Step, step
 from .._tree import DocumentHead, NodeKind
 from .._tree._store import TreeWriter
 from ._describe import MAX_TITLES, Describer, ExtractiveDescriber, GroupSketch
@@ -143,16 +144,20 @@ def cluster_documents(
     Same inputs and seed, same tree.
     """
     seconds: dict[str, float] = {}
-    with _timed(seconds, "embed"):
-        flat, skipped, folders = _flat_documents(writer)
-        k = resolve_groups(n_groups, len(flat), branching)
-        docs = _embed_documents(flat, model, encode, cache, use_cache, progress, max_tokens)
-    with _timed(seconds, "cluster"):
-        cluster = build_hierarchy if len(docs.ids) <= partition_rows else partitioned_hierarchy
-        hierarchy, bounds = cluster(docs.vectors, k, branching=branching, seed=seed,
-                                    min_size=min_size, max_size=max_size)
-    with _timed(seconds, "write"):
-        group_ids = write_groups(writer, hierarchy, docs)
+    with step("clustering", unit="documents", enabled=progress) as shown:
+        with _timed(seconds, "embed"):
+            flat, skipped, folders = _flat_documents(writer)
+            k = resolve_groups(n_groups, len(flat), branching)
+            shown.total = len(flat)
+            shown.note("embedding")
+            docs = _embed_documents(flat, model, encode, cache, use_cache, shown, max_tokens)
+        with _timed(seconds, "cluster"):
+            shown.note(f"k-means, {k:,} groups")
+            cluster = build_hierarchy if len(docs.ids) <= partition_rows else partitioned_hierarchy
+            hierarchy, bounds = cluster(docs.vectors, k, branching=branching, seed=seed,
+                                        min_size=min_size, max_size=max_size)
+        with _timed(seconds, "write"):
+            group_ids = write_groups(writer, hierarchy, docs)
     describer = describer or ExtractiveDescriber()
     with _timed(seconds, "describe"):
         describe_groups(writer, hierarchy, docs, group_ids, describer, progress)
@@ -200,7 +205,7 @@ def _flat_documents(writer: TreeWriter) -> tuple[list[DocumentHead], int, int]:
 
 def _embed_documents(
     flat: list[DocumentHead], model: str | None, encode: EncodeFn | None,
-    cache: str | os.PathLike[str] | None, use_cache: bool, progress: bool, max_tokens: int,
+    cache: str | os.PathLike[str] | None, use_cache: bool, progress: Step, max_tokens: int,
 ) -> _Docs:
     texts = [document_text(h.title, h.description, h.first_passage) for h in flat]
     vectors = embed_texts(texts, model or DEFAULT_MODEL, encode=encode, cache=cache,

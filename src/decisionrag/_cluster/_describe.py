@@ -19,6 +19,7 @@ from .._chat import ChatClient
 from .._errors import InputError, JudgeProtocolError, JudgeUnavailable
 from .._files import ContentCache, content_key
 from .._http import RetryPolicy
+from .._progress import Step
 from .._sync import run_sync
 
 PAPER_PROMPT = (
@@ -108,17 +109,15 @@ class ChatDescriber:
     async def describe_async(
         self, groups: Sequence[GroupSketch], progress: bool = False
     ) -> list[str]:
-        from tqdm import tqdm
-
         results: list[str | None] = [self._cached(group) for group in groups]
         self.cache_hits += sum(r is not None for r in results)
         missing = [i for i, r in enumerate(results) if r is None]
-        bar = tqdm(total=len(groups), initial=len(groups) - len(missing), desc="describing groups",
-                   unit="group", disable=not progress)
+        bar = Step("describing groups", len(groups), "groups", enabled=progress).__enter__()
+        bar.advance(len(groups) - len(missing))
 
         async def one(index: int) -> None:
             results[index] = await self._ask(groups[index])
-            bar.update(1)
+            bar.advance(1)
 
         try:
             await _gather_all([one(i) for i in missing])

@@ -22,6 +22,7 @@ from .._embed import (
     resolve_precision,
 )
 from .._files import ContentCache
+from .._progress import Step
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _MAX_SENTENCE_CHARS = 300
@@ -54,8 +55,8 @@ def document_text(title: str, description: str, first_passage: str) -> str:
 
 def embed_texts(
     texts: Sequence[str], model: str | None = None, *, encode: EncodeFn | None = None,
-    cache: str | os.PathLike[str] | None = None, use_cache: bool = True, progress: bool = False,
-    max_tokens: int = MAX_TOKENS,
+    cache: str | os.PathLike[str] | None = None, use_cache: bool = True,
+    progress: bool | Step = False, max_tokens: int = MAX_TOKENS,
 ) -> np.ndarray:
     """L2-normalised float32 embeddings of `texts`, from the cache when the same model has
     embedded the same texts before. `encode` replaces the sentence-transformers encoder
@@ -71,7 +72,7 @@ def embed_texts(
 
 
 def _encode(
-    texts: Sequence[str], model: str | None, encode: EncodeFn | None, progress: bool,
+    texts: Sequence[str], model: str | None, encode: EncodeFn | None, progress: bool | Step,
     max_tokens: int,
 ) -> np.ndarray:
     if encode is not None:

@@ -4,7 +4,7 @@ that drifted past their size bounds, without re-clustering the whole corpus."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import numpy as np
 
 from .._embed import DEFAULT_MODEL
 from .._errors import InputError
+from .._progress import Step, step
 from .._tree._model import DocumentSpec, NodeKind
 from .._tree._store import DuplicateKey, TreeWriter
 from ._api import META_KEY, document_label, group_title, term_text
@@ -140,16 +141,19 @@ def edit_documents(
     nearest group (clustered trees) or its own groups — and reset the metadata of documents
     in `metadata` (key → metadata). Groups left empty are removed."""
     report = AddReport()
-    if progress:
-        from tqdm import tqdm
-
-        add = tqdm(add, desc="adding", unit="doc", leave=False)
     try:
-        _edit(path, add, list(remove), dict(metadata or {}), model, encode, cache, use_cache,
-              replace, report)
+        with step("adding", unit="documents", enabled=progress) as shown:
+            _edit(path, _counted(add, shown), list(remove), dict(metadata or {}), model, encode,
+                  cache, use_cache, replace, report)
     except DuplicateKey as exc:  # a passage or section key clashes with the tree's
         raise InputError(f"{path}: new documents reuse ids already in the tree ({exc})") from exc
     return report
+
+
+def _counted(documents: Iterable[DocumentSpec], shown: Step) -> Iterator[DocumentSpec]:
+    for document in documents:
+        yield document
+        shown.advance(1)
 
 
 def _edit(path: str | os.PathLike[str], documents: Iterable[DocumentSpec], remove: list[str],

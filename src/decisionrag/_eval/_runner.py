@@ -22,6 +22,7 @@ import numpy as np
 from .._errors import InputError
 from .._judges import Judge
 from .._judges._base import cost_usd
+from .._progress import step
 from .._sync import run_sync
 from .._tree import Tree
 from ._answers import AnswerClient, answer_quality
@@ -59,6 +60,9 @@ class EvalSettings:
     keep_runs: int = 0  # how many top keys per query to keep in the report (0: none)
     dense_search: str = "auto"  # dense/hybrid: "auto" (ANN from ANN_FROM passages), "exact", "ann"
     approximation_queries: int = 100  # queries whose ANN top 100 is checked against exact
+    # show each long step on stderr (`decisionrag._progress`): the tree, preparing the
+    # systems, each system's queries
+    progress: bool = False
 
     @property
     def depth(self) -> int:
@@ -102,17 +106,23 @@ async def run_system(
     conversations: Sequence[Sequence[EvalQuery]],
     k: int,
     progress: Progress | None = None,
+    show: bool = False,
 ) -> SystemRun:
+    """Every query of `conversations` through `system`; `progress(name)` after each query,
+    and with `show` one step on stderr counting them."""
     run = SystemRun(system.name)
-    for conversation in conversations:
-        system.start_conversation()
-        for query in conversation:
-            start = time.perf_counter()
-            retrieval = await system.run(query, k)
-            run.seconds[query.id] = time.perf_counter() - start
-            run.retrievals[query.id] = retrieval
-            if progress:
-                progress(system.name)
+    total = sum(len(c) for c in conversations)
+    with step(system.name, total, "queries", enabled=show) as shown:
+        for conversation in conversations:
+            system.start_conversation()
+            for query in conversation:
+                start = time.perf_counter()
+                retrieval = await system.run(query, k)
+                run.seconds[query.id] = time.perf_counter() - start
+                run.retrievals[query.id] = retrieval
+                shown.advance(1)
+                if progress:
+                    progress(system.name)
     return run
 
 
@@ -152,14 +162,15 @@ def run_evaluation(
     pruning: dict[str, Any] = {}
     dense_search: dict[str, Any] | None = None
     if settings.systems:
-        path = tree_path or ensure_tree(dataset, settings.tree_cache)
+        path = tree_path or ensure_tree(dataset, settings.tree_cache, progress=settings.progress)
         with Tree.open(path) as tree:
             factory = SystemFactory(
                 tree, judge, settings.preset, settings.embed_model, settings.embed_cache,
                 dense_search=settings.dense_search,
             )
-            systems = [factory.build(name) for name in settings.systems]
-            runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress))
+            systems = _prepare(factory, settings)
+            runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress,
+                                     settings.progress))
             if factory._dense is not None:
                 dense_search = approximation(factory._dense, dataset, settings)
             pruning = {
@@ -221,16 +232,29 @@ def write_runs(runs: Sequence[SystemRun], folder: str | Path) -> list[Path]:
     ]
 
 
+def _prepare(factory: SystemFactory, settings: EvalSettings) -> list[System]:
+    """The systems of `settings`, built (flat indexes, encoders, navigators) as one step."""
+    with step("preparing systems", len(settings.systems), "systems",
+              enabled=settings.progress) as shown:
+        systems = []
+        for name in settings.systems:
+            shown.note(name)
+            systems.append(factory.build(name))
+            shown.advance(1)
+        return systems
+
+
 async def _run_all(
     systems: Sequence[System],
     dataset: Dataset,
     k: int,
     judge: Judge | None,
     progress: Progress | None,
+    show: bool = False,
 ) -> list[SystemRun]:
     conversations = conversation_order(dataset.queries)
     try:
-        return [await run_system(system, conversations, k, progress) for system in systems]
+        return [await run_system(system, conversations, k, progress, show) for system in systems]
     finally:
         if judge is not None:
             await judge.aclose()

@@ -60,6 +60,7 @@ class TreeWriter:
         self.counts: dict[str, int] = {kind.label: 0 for kind in NodeKind}
         self._pending: list[Sequence[Any]] = []
         self._begun = False
+        self.committed = False
         if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
             self._db.executescript(_SCHEMA)
             self.root_id = self._insert_simple(ROOT_KEY, None, NodeKind.ROOT, root_title,
@@ -80,6 +81,7 @@ class TreeWriter:
         writer._tune()
         writer._pending = []
         writer._begun = False
+        writer.committed = False
         writer._load_state()
         return writer
 
@@ -446,6 +448,7 @@ class TreeWriter:
         self._db.execute("ANALYZE")
         self._db.close()
         os.replace(self.tmp_path, self.path)
+        self.committed = True
         return self.path
 
     def _duplicate_keys(self) -> str:
@@ -467,6 +470,8 @@ class TreeWriter:
         tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
+            if self.committed:
+                return
             try:
                 self.commit()
             except BaseException:
