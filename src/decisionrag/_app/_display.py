@@ -33,6 +33,9 @@ def format_hits(result: Result) -> str:
         page = f"  {hit.page_reference}" if hit.page_reference else ""
         lines.append(f"{rank:>2}. {hit.score:.3f}{choice}  {where}{page}  [{hit.node.key}]")
         lines.append("    " + shorten(hit.node.text, 200))
+        if hit.also_at:  # the same text elsewhere, collapsed into this hit
+            lines.append("    also at: " + ", ".join(f"{' › '.join(place.path)}  [{place.key}]"
+                                                     for place in hit.also_at))
     return "\n".join(lines)
 
 

@@ -24,18 +24,21 @@ class RemoteHit:
     metadata: dict[str, Any] = field(default_factory=dict)
     binary: float | None = None
     choice: float | None = None
+    # other passages of the same text, collapsed into this one: {id, doc_id, path} each
+    also_at: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "doc_id": self.doc_id, "score": self.score, "binary": self.binary,
                 "choice": self.choice, "path": list(self.path), "text": self.text,
-                "metadata": dict(self.metadata)}
+                "metadata": dict(self.metadata), "also_at": [dict(a) for a in self.also_at]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RemoteHit:
         return cls(id=data["id"], doc_id=data.get("doc_id", ""), score=float(data["score"]),
                    path=tuple(data.get("path", ())), text=data.get("text", ""),
                    metadata=dict(data.get("metadata") or {}), binary=data.get("binary"),
-                   choice=data.get("choice"))
+                   choice=data.get("choice"),
+                   also_at=tuple(dict(a) for a in data.get("also_at") or ()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,12 +60,12 @@ def _result_to_retrieval(result: Any) -> Retrieval:
     stages = [
         (str(stage.name), [str(key) for key, _ in stage.kept]) for stage in result.trace.stages
     ]
-    return Retrieval(
-        [hit.node.key for hit in result.hits],
-        result.usage,
-        stages,
-        scores=[float(hit.score) for hit in result.hits],
-    )
+    # a hit's collapsed duplicates are ranked right after it: the metrics see every passage
+    # the walk found, as without collapsing (`--dedup-text` counts identical texts once)
+    ranked = [(key, float(hit.score)) for hit in result.hits
+              for key in (hit.node.key, *(place.key for place in hit.also_at))]
+    return Retrieval([key for key, _ in ranked], result.usage, stages,
+                     scores=[score for _, score in ranked])
 
 
 class NavigatorSystem:

@@ -14,7 +14,7 @@ from ._config import (
 )
 from ._conversation import Conversation
 from ._navigator import Navigator
-from ._result import Hit, Result, Stage, StageTrace, Trace
+from ._result import Hit, Location, Result, Stage, StageTrace, Trace
 from ._retriever import Retriever
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Conversation",
     "HeadingSettings",
     "Hit",
+    "Location",
     "Navigator",
     "NotepadSettings",
     "Preset",

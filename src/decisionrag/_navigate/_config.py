@@ -175,6 +175,9 @@ class Preset:
     notes: str = ""
     questions: QuestionForm = "paper"
     on_failure: OnFailure = "degrade"
+    # passages of identical text (whitespace aside) are one hit, the others listed on it
+    # (`Hit.also_at`), as the paper counts identical texts once; False keeps every copy
+    collapse_duplicates: bool = True
 
     def group_settings(self, depth: int) -> StageSettings:
         return self.groups[min(depth, len(self.groups) - 1)]
@@ -189,9 +192,12 @@ class Preset:
         task: Task | None = None,
         questions: QuestionForm | None = None,
         on_failure: OnFailure | None = None,
+        collapse_duplicates: bool | None = None,
     ) -> Preset:
         """A copy with the settings the command line exposes replaced (None = unchanged)."""
         preset = self
+        if collapse_duplicates is not None:
+            preset = replace(preset, collapse_duplicates=bool(collapse_duplicates))
         if keep_pages is not None:
             preset = replace(preset, documents=replace(preset.documents, top_k=keep_pages, share=None))
         if mc_top is not None or mc_mode is not None:

@@ -13,12 +13,27 @@ from ._pages import page_reference
 
 
 @dataclass(frozen=True, slots=True)
+class Location:
+    """Another passage of the same text as a hit's (a duplicate collapsed into it): its id,
+    its page's id and its path in the tree."""
+
+    key: str
+    doc_key: str
+    path: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.key, "doc_id": self.doc_key, "path": list(self.path)}
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """One ranked passage. `score` ranks it (binary P(yes), times its page's when scores
     propagate); `binary` is its own P(yes); `choice` its multiple-choice probability when it
     was on the shortlist. `path` = titles from the top group down to its heading path.
     `metadata` is its document's metadata overlaid with the passage's own (source file, page
-    numbers, url, front matter, JSONL ``metadata``); an empty dict when there is none."""
+    numbers, url, front matter, JSONL ``metadata``); an empty dict when there is none.
+    `also_at` lists the other passages of the same text, ranked below it and collapsed into
+    it (`Preset.collapse_duplicates`), best first."""
 
     node: Node
     score: float
@@ -27,6 +42,7 @@ class Hit:
     path: tuple[str, ...]
     doc_key: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    also_at: tuple[Location, ...] = ()
 
     @property
     def key(self) -> str:
@@ -47,6 +63,7 @@ class Hit:
             "path": list(self.path),
             "text": self.node.text,
             "metadata": dict(self.metadata),
+            "also_at": [location.to_dict() for location in self.also_at],
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,16 +21,34 @@ from ._config import Preset, StageSettings
 from ._filters import Filter
 from ._level import LevelEngine, Ranking, Scored, best_first
 from ._render import QUESTION_TOKENS, TaskWording, choice_request, fit_query, query_budget
-from ._result import Hit, Result, Stage, StageTrace
+from ._result import Hit, Location, Result, Stage, StageTrace
 from ._retriever import Retriever
 from ._view import TreeView
 
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 
-__all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "best_first"]
+__all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "best_first", "collapse_duplicates"]
 
 
 CHOICE_RESERVE = 0.2  # of the tokens left before the passage stage, kept for the choice
+
+
+def collapse_duplicates(ranked: list[Scored]) -> tuple[list[Scored], dict[str, list[Node]]]:
+    """`ranked` (best first) with each passage whose text (whitespace aside) an earlier one
+    has removed, and the removed ones by the key of the passage they repeat, in rank order.
+    Identical texts are one piece of evidence (the paper counts them once): the multiple
+    choice then weighs distinct passages, and k hits are k different texts."""
+    first: dict[str, str] = {}
+    kept: list[Scored] = []
+    copies: dict[str, list[Node]] = {}
+    for item in ranked:
+        text = " ".join(item.node.text.split())
+        owner = first.setdefault(text, item.node.key)
+        if owner == item.node.key:
+            kept.append(item)
+        else:
+            copies.setdefault(owner, []).append(item.node)
+    return kept, copies
 
 
 class Walk:
@@ -86,8 +105,12 @@ class Walk:
         return await self.finish(ranked, start)
 
     async def finish(self, ranked: list[Scored], start: float) -> Result:
+        copies: dict[str, list[Node]] = {}
+        if self.preset.collapse_duplicates:
+            ranked, copies = collapse_duplicates(ranked)
         choice = await self.choose(ranked)
-        hits = [self.hit(item, choice.get(item.node.key)) for item in ranked[: self.k]]
+        hits = [self.hit(item, choice.get(item.node.key), copies.get(item.node.key, ()))
+                for item in ranked[: self.k]]
         if self.early_notes and self.trace.stages:
             self.trace.stages[0].notes[:0] = self.early_notes
         return Result(self.query, hits, self.trace, self.levels.usage, time.perf_counter() - start)
@@ -440,7 +463,7 @@ class Walk:
 
     # -- the hits ----------------------------------------------------------------------
 
-    def hit(self, item: Scored, choice: float | None) -> Hit:
+    def hit(self, item: Scored, choice: float | None, copies: Sequence[Node] = ()) -> Hit:
         node = item.node
         page = self.view.page_of(node)
         return Hit(
@@ -451,6 +474,8 @@ class Walk:
             path=self.view.path(node),
             doc_key=page.key,
             metadata=self.view.metadata(node),
+            also_at=tuple(Location(copy.key, self.view.page_of(copy).key, self.view.path(copy))
+                          for copy in copies),
         )
 
     # -- metadata filters -----------------------------------------------------------------

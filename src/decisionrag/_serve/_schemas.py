@@ -44,6 +44,14 @@ class RetrieveRequest(BaseModel):
     timeout: float | None = Field(None, gt=0, description="seconds this request may take")
 
 
+class LocationOut(BaseModel):
+    """Another passage of the same text, collapsed into the hit."""
+
+    id: str
+    doc_id: str
+    path: list[str]
+
+
 class HitOut(BaseModel):
     id: str
     doc_id: str
@@ -53,6 +61,8 @@ class HitOut(BaseModel):
     path: list[str]
     text: str
     metadata: dict[str, Any]
+    also_at: list[LocationOut] = Field(
+        default_factory=list, description="other passages of the same text, collapsed into this one")
 
 
 class UsageOut(BaseModel):

@@ -378,6 +378,7 @@ def hit_out(hit: Hit) -> HitOut:
     return HitOut(
         id=data["id"], doc_id=data["doc_id"], score=data["score"], binary=data["binary"],
         choice=data["choice"], path=data["path"], text=data["text"], metadata=metadata,
+        also_at=data.get("also_at", []),
     )
 
 

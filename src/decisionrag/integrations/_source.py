@@ -27,11 +27,14 @@ class Passage:
     path: tuple[str, ...]
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    also_at: tuple[Mapping[str, Any], ...] = ()  # the same text elsewhere: {id, doc_id, path}
 
     def describe(self) -> dict[str, Any]:
-        """The framework-side metadata: the hit's own metadata, then our fields on top."""
+        """The framework-side metadata: the hit's own metadata, then our fields on top
+        (``also_at``: the other passages of the same text, collapsed into this one)."""
         return {**dict(self.metadata), "id": self.id, "doc_id": self.doc_id,
-                "score": self.score, "path": list(self.path)}
+                "score": self.score, "path": list(self.path),
+                "also_at": [dict(place) for place in self.also_at]}
 
     @classmethod
     def from_dict(cls, item: Mapping[str, Any]) -> Passage:
@@ -40,7 +43,8 @@ class Passage:
                    score=float(item.get("score", 0.0)),
                    path=tuple(str(p) for p in item.get("path", ())),
                    text=str(item.get("text", "")),
-                   metadata=dict(item.get("metadata") or {}))
+                   metadata=dict(item.get("metadata") or {}),
+                   also_at=tuple(dict(place) for place in item.get("also_at") or ()))
 
 
 class Source(Protocol):

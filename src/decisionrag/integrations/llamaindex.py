@@ -77,7 +77,9 @@ class DecisionRAGRetriever(BaseRetriever):
 
 
 def _node(passage: Passage) -> NodeWithScore:
-    node = TextNode(id_=passage.id, text=passage.text, metadata=passage.describe())
+    # the duplicates' locations are for the application, not text for the LLM or an embedder
+    node = TextNode(id_=passage.id, text=passage.text, metadata=passage.describe(),
+                    excluded_llm_metadata_keys=["also_at"], excluded_embed_metadata_keys=["also_at"])
     return NodeWithScore(node=node, score=passage.score)
 
 
