@@ -72,18 +72,18 @@ def embed_tree(
     The set's ANN index (`decisionrag._build._indexes.keep_ann`) is kept in step: updated
     in place (changed and new passages added, others removed) when one exists, built when
     `ann` is True or (None) the tree has `ANN_FROM` passages or more, removed when False."""
-    from ._indexes import keep_ann
-
     started = time.perf_counter()
     with step("vectors", unit="passages", enabled=progress) as shown:
         shown.note("loading the encoder")
         name, resolved, encoder = _encoder(model, precision, encode)
         shown.note("")
-        return _embed_tree(tree_path, name, resolved, encoder, shown, started)
+        return _embed_tree(tree_path, name, resolved, encoder, shown, started, ann)
 
 
 def _embed_tree(tree_path: str | os.PathLike[str], name: str, resolved: str, encoder: _Run,
-                shown: Step, started: float) -> VectorsReport:
+                shown: Step, started: float, ann: bool | None) -> VectorsReport:
+    from ._indexes import keep_ann
+
     with Tree.open(tree_path) as tree:
         ids, texts, docs, groups, n_rows = _layout(tree)
         checks = np.array([zlib.crc32(t.encode()) for t in texts], dtype=np.uint32)
