@@ -64,6 +64,20 @@ def top_doc(answer: dict[str, object] | None) -> str:
     return str(results[0]["doc_id"])
 
 
+def wait_for_a_request_in_flight(base: str, seconds: float = 20.0) -> None:
+    """Until `base` is serving a request besides the /metrics request asking (a fixed sleep
+    raced the connection on a loaded machine: SIGTERM came before the request was accepted)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text = httpx.get(f"{base}/metrics", timeout=5).text
+        gauge = next(line for line in text.splitlines()
+                     if line.startswith("decisionrag_http_requests_in_flight "))
+        if float(gauge.split()[1]) >= 2:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no request was in flight at {base} within {seconds} s")
+
+
 def documents(base: str) -> int:
     return int(httpx.get(f"{base}/v1/trees/docs", timeout=10).json()["counts"]["document"])
 
@@ -71,9 +85,10 @@ def documents(base: str) -> int:
 def test_replicas_share_a_tree_file_publish_by_replace_and_drain(tmp_path: Path) -> None:
     tree = write_tree(tmp_path / "docs.tree")
     ports = [free_port(), free_port()]
-    args = [str(tree), "--judge", "simulated:latency=0.05", "--reload-interval", "0.2",
-            "--drain-timeout", "20"]
-    replicas = [start_cli_server(args, port) for port in ports]
+    # replica 0's judge is slower, so that the request drained below is surely in flight
+    replicas = [start_cli_server([str(tree), "--judge", f"simulated:latency={latency}",
+                                  "--reload-interval", "0.2", "--drain-timeout", "20"], port)
+                for latency, port in zip((0.3, 0.05), ports, strict=True)]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
     balancer = Balancer(bases)
     try:
@@ -109,7 +124,9 @@ def test_replicas_share_a_tree_file_publish_by_replace_and_drain(tmp_path: Path)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and [documents(b) for b in bases] != [2, 2]:
             time.sleep(0.1)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30  # until the traffic has met the new tree
+        while time.monotonic() < deadline and "new" not in seen and not errors:
+            time.sleep(0.1)
         stop.set()
         load.join(30)
         assert [documents(base) for base in bases] == [2, 2]
@@ -123,7 +140,7 @@ def test_replicas_share_a_tree_file_publish_by_replace_and_drain(tmp_path: Path)
         in_flight = threading.Thread(target=lambda: slow.append(httpx.post(
             f"{bases[0]}/v1/retrieve", json={"query": "mow the lawn", "k": 2}, timeout=30)))
         in_flight.start()
-        time.sleep(0.1)
+        wait_for_a_request_in_flight(bases[0])
         replicas[0].send_signal(signal.SIGTERM)
         after = [balancer.retrieve(f"mow the lawn {i}") for i in range(10)]
         in_flight.join(30)
