@@ -4,7 +4,7 @@
 
 Builds the tree once from the dataset's corpus.jsonl (``out/bench/cqa.tree``), loads the
 embedded judge once (its load time is reported apart), then answers every query twice
-through ``ask_once`` (what `decisionrag ask` runs: open the tree, navigate, close):
+through ``ask`` (what `decisionrag ask` runs: open the tree, navigate, close):
 
 * cold: the judge's embedding cache starts empty (disk cache off), so the first queries
   encode the texts they meet;
@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from decisionrag._app import ask_once
+from decisionrag._app import ask
 from decisionrag._judges import Judge, load_judge
 from decisionrag._query import Query
 
@@ -64,7 +64,7 @@ def one_pass(
     for query in queries:
         started = time.perf_counter()
         try:
-            result = ask_once(tree, query, judge=judge, preset=preset, k=10)
+            result = ask(tree, query, judge=judge, preset=preset, k=10)
         except Exception as exc:  # counted and shown: the benchmark's point is that there are none
             errors += 1
             print(f"error on {query.id}: {type(exc).__name__}: {exc}", file=sys.stderr)

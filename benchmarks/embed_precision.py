@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from decisionrag._app import evaluate
 from decisionrag._cluster._embedding import MAX_TOKENS, document_text
 from decisionrag._embed import load_encoder, resolve_precision
-from decisionrag._eval import EvalSettings, evaluate, load_dataset
+from decisionrag._eval import EvalSettings, load_dataset
 from decisionrag._eval._metrics import MetricSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -30,8 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from decisionrag._eval import EvalSettings, evaluate, load_dataset
-from decisionrag._judges._base import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge
+from decisionrag._app import evaluate
+from decisionrag._eval import EvalSettings, load_dataset
+from decisionrag._judges._base import (
+    BinaryRequest,
+    BinaryResult,
+    ChoiceRequest,
+    ChoiceResult,
+    Judge,
+    JudgeWrapper,
+)
 from decisionrag._judges._embedded import (
     Calibration,
     EmbeddedJudge,
@@ -45,12 +53,13 @@ if not DATA.is_dir():
     DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-class Recorder(Judge):
+class Recorder(JudgeWrapper):
     """The embedded judge, recording the fused scores of every request it answers."""
 
+    inner: EmbeddedJudge
+
     def __init__(self, inner: EmbeddedJudge) -> None:
-        self.inner, self.name, self.limits = inner, inner.name, inner.limits
-        self.vector_space = inner.vector_space
+        super().__init__(inner)
         self.binary_log: list[tuple[str, list[str], np.ndarray]] = []
         self.choice_log: list[tuple[str, list[str], np.ndarray]] = []
         self.evidence_log: list[tuple[str, list[str], np.ndarray]] = []

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from decisionrag import InputError, Tree
-from decisionrag._eval._data import dataset_prefix, ensure_tree, load_dataset
+from decisionrag._app._evaluate import dataset_tree
+from decisionrag._eval._data import dataset_prefix, load_dataset
 
 CORPUS = [
     {
@@ -149,16 +150,16 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
 def test_tree_is_built_once_and_keyed_by_corpus_content(tmp_path: Path) -> None:
     folder = write_dataset(tmp_path / "mini")
     data = load_dataset(folder)
-    path = ensure_tree(data, tmp_path / "cache")
+    path = dataset_tree(data, tmp_path / "cache")
     with Tree.open(path) as tree:
         assert tree.node("p2").text == "It costs 80."
         assert tree.document_of(tree.node("p2")).key == "D1"
         assert tree.counts["passage"] == 3
     stamp = path.stat().st_mtime_ns
-    assert ensure_tree(load_dataset(folder), tmp_path / "cache") == path
+    assert dataset_tree(load_dataset(folder), tmp_path / "cache") == path
     assert path.stat().st_mtime_ns == stamp
     write_dataset(folder, corpus=[*CORPUS, {"id": "p4", "doc_id": "D2", "text": "More."}])
-    changed = ensure_tree(load_dataset(folder), tmp_path / "cache")
+    changed = dataset_tree(load_dataset(folder), tmp_path / "cache")
     assert changed != path and changed.is_file()
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from decisionrag._app import evaluate
 from decisionrag._cli import main
 from decisionrag._errors import InputError
-from decisionrag._eval import EvalSettings, MetricSpec, evaluate
+from decisionrag._eval import EvalSettings, MetricSpec
 from decisionrag._eval._sources import TreeDataset, load_beir, open_dataset, split_text
 from test_eval_runner import write_dataset
 

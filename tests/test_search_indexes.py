@@ -15,9 +15,8 @@ import pytest
 
 from decisionrag import DocumentSpec, PassageSpec, Tree, TreeWriter
 from decisionrag._app import add_sources, build_tree, remove_documents, sync_sources
-from decisionrag._app._ask import load_retriever
 from decisionrag._build._vectors import embed_tree
-from decisionrag._retrievers import BM25Retriever, DenseRetriever, tree_passages
+from decisionrag._retrievers import BM25Retriever, DenseRetriever, FlatRetrievers, tree_passages
 from decisionrag._tree import _ann, _bm25
 from decisionrag._tree._ann import AnnError, AnnIndex, ann_header_path, write_ann
 from decisionrag._tree._bm25 import BM25IndexError, StoredBM25, bm25_folder, write_bm25
@@ -97,7 +96,7 @@ def test_build_stores_the_bm25_index_and_a_query_loads_it(
     monkeypatch.setattr(BM25Retriever, "_index", no_indexing)
     with Tree.open(tmp_path / "t.tree") as tree, warnings.catch_warnings():
         warnings.simplefilter("error")
-        retriever = load_retriever(tree, "bm25")
+        retriever = FlatRetrievers(tree).get("bm25")
         assert isinstance(retriever, BM25Retriever)
         hits = retriever.retrieve("passport renew abroad", 3)
     assert len(hits) == 3 and all(score > 0 for _, score in hits)

@@ -18,7 +18,7 @@ from ._answer import (
     load_generator,
     stream_answer,
 )
-from ._app import build_tree
+from ._app import Navigator, build_tree, evaluate
 from ._build import BuildReport
 from ._client import Client, RemoteAnswer, RemoteAnswerEvent, RemoteCitation, RemoteHit, RemoteResult
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
@@ -38,7 +38,7 @@ from ._errors import (
     ServerError,
     TreeFormatError,
 )
-from ._eval import EvalSettings, evaluate, load_dataset, paired_bootstrap
+from ._eval import EvalSettings, load_dataset, paired_bootstrap
 from ._judges import (
     BinaryRequest,
     BinaryResult,
@@ -61,7 +61,6 @@ from ._navigate import (
     Conversation,
     HeadingSettings,
     Hit,
-    Navigator,
     NotepadSettings,
     Preset,
     RecoverySettings,

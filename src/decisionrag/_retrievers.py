@@ -407,17 +407,66 @@ class HybridRetriever:
     @classmethod
     def from_tree(cls, tree: Tree, **options: Any) -> HybridRetriever | DenseRetriever:
         """Both retrievers over `tree`; dense alone when bm25s (the eval extra) is missing."""
-        from ._errors import MissingDependency
-
-        dense = DenseRetriever.from_tree(tree, **options)
-        try:
-            return cls(BM25Retriever.from_tree(tree), dense)
-        except MissingDependency:
-            return dense
+        return FlatRetrievers(tree, **options).hybrid()
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
         depth = max(k, self.depth)
         return rrf([self.bm25.retrieve(query_text, depth), self.dense.retrieve(query_text, depth)], k)
+
+
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+
+
+class FlatRetrievers:
+    """The flat retrievers over one tree, each opened once and shared: what a preset's
+    `candidates` names, and the evaluation's baselines. `dense_options` go to
+    `DenseRetriever.from_tree` (model, cache_dir, search, progress)."""
+
+    def __init__(self, tree: Tree, **dense_options: Any) -> None:
+        self.tree = tree
+        self.dense_options = dense_options
+        self._bm25: BM25Retriever | None = None
+        self._dense: DenseRetriever | None = None
+
+    @property
+    def opened_dense(self) -> DenseRetriever | None:
+        """The dense retriever, if one was opened (its search is reported by eval)."""
+        return self._dense
+
+    def bm25(self) -> BM25Retriever:
+        if self._bm25 is None:
+            self._bm25 = BM25Retriever.from_tree(self.tree)
+        return self._bm25
+
+    def dense(self) -> DenseRetriever:
+        if self._dense is None:
+            self._dense = DenseRetriever.from_tree(self.tree, **self.dense_options)
+        return self._dense
+
+    def hybrid(self, *, strict: bool = False) -> HybridRetriever | DenseRetriever:
+        """BM25 and dense fused by reciprocal rank; dense alone when bm25s (the eval extra)
+        is missing, unless `strict` (a baseline named "hybrid" must be hybrid)."""
+        from ._errors import MissingDependency
+
+        dense = self.dense()
+        try:
+            return HybridRetriever(self.bm25(), dense)
+        except MissingDependency:
+            if strict:
+                raise
+            return dense
+
+    def get(self, kind: str) -> BM25Retriever | DenseRetriever | HybridRetriever:
+        """The retriever named `kind`: "bm25", "dense" or "hybrid"."""
+        from ._errors import InputError
+
+        if kind == "bm25":
+            return self.bm25()
+        if kind == "dense":
+            return self.dense()
+        if kind == "hybrid":
+            return self.hybrid()
+        raise InputError(f"unknown flat retriever {kind!r}: use one of {', '.join(RETRIEVER_KINDS)}")
 
 
 def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: int,

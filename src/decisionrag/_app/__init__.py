@@ -4,17 +4,23 @@ Shells parse their input, call one of these, and print or serialise the result; 
 logic of their own. Everything here is composed from the engines below (build, cluster,
 navigate, eval) and the judges; nothing below imports this package.
 
+The engine assembly
+    `Navigator(tree, judge, preset, ...)` (= `open_navigator`): the one place a ready
+    navigator is put together — tree opened, judge loaded, preset resolved, stored vectors and
+    word statistics attached as the judge reads them, the preset's flat candidates opened.
+    Every door (CLI, Python, server workers, MCP, integrations, eval) builds it here.
 Asking
-    `open_navigator(tree, judge, preset, ...)` -> a long-lived `Navigator` (tree opened,
-    judge loaded, preset chosen, hybrid retriever attached); `aask` / `ask` retrieve;
-    `close_navigator` / `aclose_navigator` release; `ask_once` is `ask`.
-    `load_retriever(tree, "bm25" | "dense")` builds a flat retriever.
+    `aask` / `ask` retrieve; `close_navigator` / `aclose_navigator` release.
 Answering
     `answer_once(tree_path, query, generator=..., stream=..., on_event=...)`: open, walk,
     answer with citations, release (the engine is `decisionrag._answer`).
 Reranking
     `rerank_texts(judge, query, texts)`: any texts (another retriever's results) judged in
     one shared context, then reordered by one multiple choice, as the walk's last stages.
+Evaluating
+    `evaluate` / `run_evaluation(dataset, settings, judge, ...)`: the systems of
+    `decisionrag eval` (`SystemFactory`: navigators from the engine assembly, flat
+    baselines over one `FlatRetrievers`), run over a dataset (engine: `decisionrag._eval`).
 Showing
     `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
     `metadata_keys(tree)`: the metadata keys of a tree's documents, their values and ranges.
@@ -28,43 +34,40 @@ Editing
 """
 
 from ._answer import answer_once
-from ._ask import (
-    HYBRID_KINDS,
-    aask,
-    aclose_navigator,
-    ask,
-    ask_once,
-    close_navigator,
-    load_retriever,
-    open_navigator,
-)
+from ._ask import aask, ask
 from ._build import add_sources, build_tree, read_documents
 from ._display import degraded_warning, format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
+from ._engine import Navigator, aclose_navigator, close_navigator, open_navigator
+from ._evaluate import evaluate, run_evaluation
 from ._metadata import metadata_keys
 from ._rerank import rerank_texts
+from ._systems import SYSTEMS, SystemFactory, parse_systems
 
 __all__ = [
-    "HYBRID_KINDS",
+    "SYSTEMS",
+    "Navigator",
     "SyncReport",
+    "SystemFactory",
     "aask",
     "aclose_navigator",
     "add_sources",
     "answer_once",
     "ask",
-    "ask_once",
     "build_tree",
     "close_navigator",
     "degraded_warning",
+    "evaluate",
     "format_hits",
     "format_trace",
-    "load_retriever",
     "metadata_keys",
     "open_navigator",
+    "parse_systems",
     "print_result",
     "read_documents",
     "remove_documents",
     "rerank_texts",
+    "run_evaluation",
     "shorten",
     "sync_sources",
 ]

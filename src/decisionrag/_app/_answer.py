@@ -8,7 +8,7 @@ from collections.abc import Callable
 from .._answer import Answer, AnswerEvent, astream_answer, load_generator
 from .._query import Query
 from .._sync import run_sync
-from ._ask import aclose_navigator, open_navigator
+from ._engine import Navigator
 
 
 def answer_once(
@@ -27,7 +27,7 @@ def answer_once(
     """Open the tree, the judge and the generator (checked first: a missing one fails
     before any walk), answer once, release all three."""
     model = load_generator(generator, base_url=base_url)
-    navigator = open_navigator(tree_path, judge_id, preset)
+    navigator = Navigator(tree_path, judge_id, preset)
 
     async def run() -> Answer:
         try:
@@ -43,6 +43,6 @@ def answer_once(
             try:
                 await model.aclose()
             finally:
-                await aclose_navigator(navigator)
+                await navigator.aclose()
 
     return run_sync(run())

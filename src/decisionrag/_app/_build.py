@@ -25,7 +25,7 @@ def build_tree(
     sources: Sequence[str | Path], out: str | Path, *, format: str = "auto",
     cluster: int | str | None = None, cluster_model: str | None = None,
     cluster_options: Mapping[str, Any] | None = None, progress: bool = False,
-    reader: Reader | None = None, force: bool = False, vectors: bool | str = False,
+    reader: Reader | None = None, force: bool = False, vectors: bool | str = "auto",
     vectors_model: str | None = None, vectors_precision: str | None = None,
     bm25: bool | str = "auto",
 ) -> BuildReport:

@@ -120,9 +120,10 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from .._eval import EvalSettings, MetricSpec, parse_systems
+    from .._app import parse_systems, run_evaluation
+    from .._eval import EvalSettings, MetricSpec
     from .._eval._report import write_report
-    from .._eval._runner import run_evaluation, write_runs
+    from .._eval._runner import write_runs
     from .._eval._runs import parse_run_spec, read_run
     from .._eval._sources import open_dataset
 

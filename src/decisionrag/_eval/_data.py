@@ -298,30 +298,3 @@ def read_corpus(path: Path) -> Iterator[CorpusPassage]:
             _string(record, "doc_id", where),
             _string(record, "text", where),
         )
-
-
-# -- the tree ------------------------------------------------------------------------------
-
-
-def ensure_tree(
-    dataset: Dataset, cache_dir: str | os.PathLike[str] | None = None, *, progress: bool = False
-) -> Path:
-    """The tree file of the dataset's corpus, built on first use and reused afterwards; its
-    node vectors are stored with it when the embedded extra is installed."""
-    from .._build import BuildReport, build_tree
-    from .._build._vectors import store_vectors
-    from .._tree._vectors import available_sets
-
-    target = dataset.tree_path(cache_dir)
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        build_tree([dataset.corpus_path], target, format="jsonl", progress=progress)
-    if not available_sets(target):
-        store_vectors(BuildReport(path=target), required=False, progress=progress)
-    from .._tree._bm25 import bm25_folder
-
-    if not bm25_folder(target).is_dir():
-        from .._build._indexes import store_bm25
-
-        store_bm25(BuildReport(path=target))
-    return target

@@ -27,7 +27,7 @@ from .._sync import run_sync
 from .._tree import Tree
 from ._answers import AnswerClient, answer_quality
 from ._bootstrap import compare
-from ._data import Dataset, EvalQuery, ensure_tree
+from ._data import Dataset, EvalQuery
 from ._metrics import (
     Judgments,
     MetricSpec,
@@ -38,7 +38,9 @@ from ._metrics import (
     text_groups,
 )
 from ._runs import ExternalRun, RunAlignment, align, run_file_name, write_trec
-from ._systems import Retrieval, System, SystemFactory
+from ._systems import Retrieval, System, Systems
+
+SystemsFor = Callable[[Tree], Systems]  # the systems of an evaluation, over its open tree
 
 JEV_PRICE_PER_MILLION = 0.042  # USD per million input tokens
 
@@ -126,35 +128,23 @@ async def run_system(
     return run
 
 
-def evaluate(
-    dataset: Dataset,
-    settings: EvalSettings,
-    judge: Judge | None = None,
-    progress: Progress | None = None,
-    tree_path: Path | None = None,
-    answers: AnswerClient | None = None,
-    external: Sequence[ExternalRun] = (),
-) -> dict[str, Any]:
-    """Run every system of `settings` on `dataset` and return the report (a JSON-able dict).
-
-    With an answer client, each system's top-5 passages are also answered from and scored
-    by exact match and token F1 (metrics ``exact_match`` and ``token_f1``, over the queries
-    with reference answers).
-    `external` runs are scored beside the systems, in the order given.
-    """
-    return run_evaluation(dataset, settings, judge, progress, tree_path, answers, external).report
-
-
 def run_evaluation(
     dataset: Dataset,
     settings: EvalSettings,
+    systems_for: SystemsFor,
     judge: Judge | None = None,
     progress: Progress | None = None,
     tree_path: Path | None = None,
     answers: AnswerClient | None = None,
     external: Sequence[ExternalRun] = (),
 ) -> Evaluation:
-    """`evaluate`, keeping every system's retrievals (for --save-runs and the HTML report)."""
+    """Run every system `systems_for(tree)` builds by the names in `settings` on `dataset`:
+    the report (JSON-able) and every system's retrievals (for --save-runs and the HTML report).
+
+    With an answer client, each system's top-5 passages are also answered from and scored
+    by exact match and token F1 (metrics ``exact_match`` and ``token_f1``, over the queries
+    with reference answers). `external` runs are scored beside the systems, in the order given.
+    """
     clash = sorted({run.name for run in external} & set(settings.systems))
     if clash or len({run.name for run in external}) != len(external):
         raise InputError(f"run names must differ from each other and from the systems: {clash}")
@@ -162,17 +152,15 @@ def run_evaluation(
     pruning: dict[str, Any] = {}
     dense_search: dict[str, Any] | None = None
     if settings.systems:
-        path = tree_path or ensure_tree(dataset, settings.tree_cache, progress=settings.progress)
-        with Tree.open(path) as tree:
-            factory = SystemFactory(
-                tree, judge, settings.preset, settings.embed_model, settings.embed_cache,
-                dense_search=settings.dense_search,
-            )
+        if tree_path is None:
+            raise InputError("an evaluation of systems needs the dataset's tree (tree_path)")
+        with Tree.open(tree_path) as tree:
+            factory = systems_for(tree)
             systems = _prepare(factory, settings)
             runs = run_sync(_run_all(systems, dataset, settings.depth, judge, progress,
                                      settings.progress))
-            if factory._dense is not None:
-                dense_search = approximation(factory._dense, dataset, settings)
+            if factory.opened_dense is not None:
+                dense_search = approximation(factory.opened_dense, dataset, settings)
             pruning = {
                 run.name: pruning_recall(run, dataset, tree)
                 for run in runs
@@ -232,7 +220,7 @@ def write_runs(runs: Sequence[SystemRun], folder: str | Path) -> list[Path]:
     ]
 
 
-def _prepare(factory: SystemFactory, settings: EvalSettings) -> list[System]:
+def _prepare(factory: Systems, settings: EvalSettings) -> list[System]:
     """The systems of `settings`, built (flat indexes, encoders, navigators) as one step."""
     with step("preparing systems", len(settings.systems), "systems",
               enabled=settings.progress) as shown:

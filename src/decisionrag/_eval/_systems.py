@@ -8,18 +8,14 @@ navigation's notepad) starts clean for every conversation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._errors import InputError
-from .._judges import Judge, Usage
+from .._judges import Usage
 from .._navigate import Retriever
-from .._retrievers import BM25Retriever, DenseRetriever, HybridRetriever
-from .._tree import Tree
+from .._retrievers import DenseRetriever
 from ._data import EvalQuery
 
-SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense", "hybrid")
 RERANK_DEPTH = 100  # dense candidates the judge reranks (paper §6.5)
 
 
@@ -39,6 +35,17 @@ class System(Protocol):
     def start_conversation(self) -> None: ...
 
     async def run(self, query: EvalQuery, k: int) -> Retrieval: ...
+
+
+class Systems(Protocol):
+    """The systems an evaluation compares, built by name over one open tree (the
+    application's `SystemFactory`, which assembles navigators as every other door does)."""
+
+    def build(self, name: str) -> System: ...
+
+    @property
+    def opened_dense(self) -> DenseRetriever | None:
+        """The dense retriever, if a system opened one (eval reports how it searched)."""
 
 
 class FlatSystem:
@@ -113,82 +120,3 @@ class RerankSystem:
         candidates = [key for key, _ in self.dense.retrieve(query.flat_text(), self.depth)]
         result = await self.navigator.arerank(query.to_query(), candidates, k=k)
         return _result_to_retrieval(result)
-
-
-@dataclass
-class SystemFactory:
-    """Builds systems by name over one open tree, sharing the flat indexes between them."""
-
-    tree: Tree
-    judge: Judge | None
-    preset: str = "auto"
-    embed_model: str | None = None
-    embed_cache: str | None = None
-    progress: bool = False
-    dense_search: str = "auto"  # "auto" (ANN index from ANN_FROM passages), "exact" or "ann"
-    _dense: DenseRetriever | None = None
-    _bm25: BM25Retriever | None = None
-
-    def dense(self) -> DenseRetriever:
-        if self._dense is None:
-            self._dense = DenseRetriever.from_tree(
-                self.tree,
-                model=self.embed_model,
-                cache_dir=self.embed_cache,
-                progress=self.progress,
-                search=self.dense_search,
-            )
-        return self._dense
-
-    def hybrid(self) -> HybridRetriever:
-        return HybridRetriever(self.bm25(), self.dense())
-
-    def bm25(self) -> BM25Retriever:
-        if self._bm25 is None:
-            self._bm25 = BM25Retriever.from_tree(self.tree)
-        return self._bm25
-
-    def build(self, name: str) -> System:
-        builders: dict[str, Callable[[], System]] = {
-            "bm25": lambda: FlatSystem(name, self.bm25()),
-            "dense": lambda: FlatSystem(name, self.dense()),
-            "hybrid": lambda: FlatSystem(name, self.hybrid()),
-            "flat": lambda: NavigatorSystem(name, self._navigator("flat")),
-            "decisionrag": lambda: NavigatorSystem(name, self._navigator(self.preset)),
-            "decisionrag+dense": lambda: NavigatorSystem(
-                name, self._navigator(self.preset, retriever=self.dense())
-            ),
-            "dense+judge": lambda: RerankSystem(name, self._navigator(self.preset), self.dense()),
-        }
-        if name not in builders:
-            raise InputError(f"unknown system {name!r}: choose from {', '.join(SYSTEMS)}")
-        return builders[name]()
-
-    def _navigator(self, preset: str, retriever: Retriever | None = None) -> Any:
-        if self.judge is None:
-            raise InputError("navigation systems need a judge (--judge)")
-        from .._navigate import Navigator, get_preset
-
-        chosen = get_preset(preset, self.tree, self.judge)
-        if retriever is None and chosen.candidates is not None:
-            retriever = self.retriever(chosen.candidates)
-        return Navigator(self.tree, self.judge, preset=chosen, retriever=retriever)
-
-    def retriever(self, name: str) -> Retriever:
-        """The flat retriever a preset's `candidates` names."""
-        found: dict[str, Callable[[], Retriever]] = {
-            "hybrid": self.hybrid, "bm25": self.bm25, "dense": self.dense}
-        return found[name]()
-
-
-def parse_systems(text: str | Sequence[str]) -> list[str]:
-    """``"decisionrag,bm25"`` -> ["decisionrag", "bm25"], checked against the known names."""
-    names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
-    unknown = [n for n in names if n not in SYSTEMS]
-    if unknown or not names:
-        raise InputError(
-            f"unknown system(s) {unknown or names!r}: choose from {', '.join(SYSTEMS)}"
-        )
-    if len(set(names)) != len(names):
-        raise InputError(f"a system is named twice in {names}")
-    return names

@@ -7,8 +7,11 @@ from ._base import (
     ChoiceRequest,
     ChoiceResult,
     Judge,
+    JudgeWrapper,
     Limits,
+    Reads,
     Usage,
+    VectorSpace,
 )
 from ._registry import load_judge, parse_judge_id
 from ._testing import ScriptedJudge, SimulatedJudge
@@ -20,10 +23,13 @@ __all__ = [
     "ChoiceRequest",
     "ChoiceResult",
     "Judge",
+    "JudgeWrapper",
     "Limits",
+    "Reads",
     "ScriptedJudge",
     "SimulatedJudge",
     "Usage",
+    "VectorSpace",
     "load_judge",
     "parse_judge_id",
 ]

@@ -13,6 +13,11 @@ not read text as a whole (the embedded judge, test doubles) need not parse it ba
 Judges know nothing about trees: candidate ids are opaque strings. Requests may also carry
 `statistics` about the corpus the candidates come from (the document frequencies judges that
 weigh words use, `decisionrag._words.Lexicon`), and candidates their stored vectors.
+
+What a judge reads besides the rendered text is declared once, in `Judge.reads` (`Reads`):
+navigation attaches vectors and statistics by it, and `auto` chooses its candidates by it.
+A judge that wraps another (a cache, a server's gate) derives from `JudgeWrapper`, which
+forwards the declaration with the name, limits and price, so no wrapper can drop one.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from .._errors import JudgeProtocolError
 from .._sync import run_sync
+from .._words import Lexicon
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +91,53 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class VectorSpace:
+    """The embedding space of stored vectors: the model that made them and its precision."""
+
+    model: str
+    precision: str = "float32"
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """What a judge reads of a request, declared once on the judge (`Judge.reads`).
+
+    `context`: the rendered shared context (a language model); False for a judge that scores
+    candidates from their own texts, vectors and statistics only (navigation may then skip
+    rendering it). `vectors`: the space of `Candidate.vectors` it reads (None: it reads no
+    vectors, and navigation attaches none). `statistics`: the corpus's word statistics
+    (`BinaryRequest.statistics`). `choice_follows_binary`: its choice distribution over a
+    request's candidates is ordered as their P(yes) in one binary request (both monotone in one
+    score), so a choice over a shortlist that one binary request ranked cannot reorder it."""
+
+    context: bool = True
+    vectors: VectorSpace | None = None
+    statistics: bool = False
+    choice_follows_binary: bool = False
+
+
+class VectorRows(Protocol):
+    """Unit rows of stored vectors, read when used: a numpy array, or a lazy handle on rows
+    of a tree's stored vectors (`decisionrag._tree._vectors.StoredRows`)."""
+
+    def __len__(self) -> int: ...
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
+
+    def __getitem__(self, index: slice) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One candidate as the judge sees it: an opaque id and the text rendered for it.
 
-    `vectors`, when the judge reads vectors (`Judge.vector_space`) and they are stored, holds
+    `vectors`, when the judge reads vectors (`Reads.vectors`) and they are stored, holds
     unit rows in that space: row 0 the candidate as a whole (zero when it has none), further
     rows its parts (a page's passages; zero rows are not parts)."""
 
     id: str
     text: str
-    vectors: Any = field(default=None, compare=False, repr=False)
+    vectors: VectorRows | np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +149,7 @@ class BinaryRequest:
     questions: tuple[str, ...]
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
-    statistics: Any = field(default=None, compare=False, repr=False)
+    statistics: Lexicon | None = field(default=None, compare=False, repr=False)
     search: str = ""  # what a similarity judge embeds (Query.search_text); query if empty
 
     def __post_init__(self) -> None:
@@ -122,7 +167,7 @@ class ChoiceRequest:
     options: tuple[str, ...]
     query: str = ""
     candidates: tuple[Candidate, ...] = ()
-    statistics: Any = field(default=None, compare=False, repr=False)
+    statistics: Lexicon | None = field(default=None, compare=False, repr=False)
     search: str = ""  # what a similarity judge embeds (Query.search_text); query if empty
 
     def __post_init__(self) -> None:
@@ -188,15 +233,14 @@ class Judge(ABC):
     """A decision model. Implement `binary` and `choice`; the sync wrappers come free.
 
     Subclasses set `name` (the id they were loaded by) and `limits`, and may set
-    `price_per_million_input` (USD) so that usage carries a cost.
+    `price_per_million_input` (USD) so that usage carries a cost, and `reads` (what they
+    read besides the rendered context: vectors, statistics; see `Reads`).
     """
 
     name: str = "judge"
     limits: Limits = Limits()
     price_per_million_input: float | None = None
-    # (model, precision) of the embedding space the judge reads `Candidate.vectors` in;
-    # None for judges that read text only (navigation then attaches no vectors).
-    vector_space: tuple[str, str] | None = None
+    reads: Reads = Reads()
 
     @abstractmethod
     async def binary(self, request: BinaryRequest) -> BinaryResult:
@@ -230,3 +274,65 @@ class Judge(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+class JudgeWrapper(Judge):
+    """A judge around another (`inner`): its name, limits, price and `reads` are the inner
+    judge's, by construction, and so are requests, token counts and closing until a subclass
+    overrides `binary` / `choice` to add what it is for (a cache, a gate, a recorder)."""
+
+    def __init__(self, inner: Judge) -> None:
+        self.inner = inner
+
+    # Read through to the inner judge; setting one on a wrapper is refused (it would split
+    # what the wrapper declares from what its inner judge does).
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        _refuse("name")
+
+    @property
+    def limits(self) -> Limits:
+        return self.inner.limits
+
+    @limits.setter
+    def limits(self, value: Limits) -> None:
+        _refuse("limits")
+
+    @property
+    def price_per_million_input(self) -> float | None:
+        return self.inner.price_per_million_input
+
+    @price_per_million_input.setter
+    def price_per_million_input(self, value: float | None) -> None:
+        _refuse("price_per_million_input")
+
+    @property
+    def reads(self) -> Reads:
+        return self.inner.reads
+
+    @reads.setter
+    def reads(self, value: Reads) -> None:
+        _refuse("reads")
+
+    async def binary(self, request: BinaryRequest) -> BinaryResult:
+        return await self.inner.binary(request)
+
+    async def choice(self, request: ChoiceRequest) -> ChoiceResult:
+        return await self.inner.choice(request)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} around {self.inner!r}>"
+
+
+def _refuse(field: str) -> None:
+    raise AttributeError(f"a judge wrapper's {field} is its inner judge's; set it there")

@@ -27,21 +27,18 @@ from ._base import (
     ChoiceRequest,
     ChoiceResult,
     Judge,
+    JudgeWrapper,
     Usage,
 )
 
 CACHE_FORMAT = 1
 
 
-class CachedJudge(Judge):
+class CachedJudge(JudgeWrapper):
     """`inner` with its answers remembered on disk under `cache_dir`."""
 
     def __init__(self, inner: Judge, cache_dir: str | os.PathLike[str]) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.limits = inner.limits
-        self.price_per_million_input = inner.price_per_million_input
-        self.vector_space = inner.vector_space  # candidates keep their stored vectors
+        super().__init__(inner)
         self.directory = Path(cache_dir)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -74,12 +71,6 @@ class CachedJudge(Judge):
         result = await self.inner.choice(request)
         self._write(key, "choice", result.probabilities, result.usage)
         return result
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     # ------------------------------------------------------------ keys and files
 

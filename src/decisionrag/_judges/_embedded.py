@@ -55,7 +55,10 @@ from ._base import (
     ChoiceResult,
     Judge,
     Limits,
+    Reads,
     Usage,
+    VectorRows,
+    VectorSpace,
     check_binary,
     check_choice,
     estimate_tokens,
@@ -164,8 +167,12 @@ class EmbeddedJudge(Judge):
         self.name = name
         self.limits = Limits(max_questions=None, max_options=255, max_tokens=None)
         self.calibration = calibration or DEFAULT_CALIBRATION
-        self.vector_space = (str(getattr(encoder, "name", self.model_name)),
-                             str(getattr(encoder, "precision", "float32")))
+        # it scores candidates from their texts, stored vectors and the corpus's word
+        # statistics, never the rendered context; P(yes) and the choice are monotone in one
+        # score (the module docstring)
+        self.reads = Reads(context=False, statistics=True, choice_follows_binary=True,
+                           vectors=VectorSpace(str(getattr(encoder, "name", self.model_name)),
+                                               str(getattr(encoder, "precision", "float32"))))
         self.cache = VectorCache(int(lru_size))
         self.stats = CacheStats()
         self._encode_lock = threading.Lock()
@@ -303,7 +310,7 @@ def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:
     return statistics if isinstance(statistics, Lexicon) else None
 
 
-def _own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
+def _own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
     block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
     sims = block @ q
     present = np.any(block != 0, axis=1)

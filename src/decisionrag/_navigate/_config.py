@@ -318,7 +318,7 @@ def _reads_vectors(judge: Judge | None) -> bool:
     hybrid candidates cost it one query embedding and recovery a local request. For a
     judge reached over HTTP both would add requests, tokens and an encoder to load, so
     `auto` leaves them to presets that ask for them."""
-    return judge is not None and judge.vector_space is not None
+    return judge is not None and judge.reads.vectors is not None
 
 
 def auto_preset(tree: Tree, judge: Judge | None = None) -> Preset:

@@ -43,11 +43,11 @@ def stored_vectors(tree: Tree, judge: Judge) -> NodeVectors | None:
     Vectors of another model are refused, and of another precision unless the judge's is
     float32 (`open_query_vectors`); a tree without vectors warns once (the judge then embeds
     candidate texts at query time)."""
-    if judge.vector_space is None:
+    space = judge.reads.vectors
+    if space is None:
         return None
-    model, precision = judge.vector_space
     try:
-        return open_query_vectors(tree, model=model, precision=precision)
+        return open_query_vectors(tree, model=space.model, precision=space.precision)
     except VectorsError:
         if available_sets(tree.file):
             raise
@@ -88,7 +88,7 @@ class Navigator:
         self.retriever = retriever
         self.concurrency = concurrency
         vectors = stored_vectors(tree, judge)
-        lexicon = stored_lexicon(tree) if vectors is not None else None
+        lexicon = stored_lexicon(tree) if judge.reads.statistics else None
         self.view = TreeView(tree, judge.count_tokens, candidate_budget(judge.limits.max_tokens),
                              vectors=vectors, lexicon=lexicon)
 

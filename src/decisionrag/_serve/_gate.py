@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge
+from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, JudgeWrapper
 from ._errors import ServeError
 from ._metrics import Metrics
 
@@ -110,19 +110,13 @@ class JudgeGate:
             slots.release()
 
 
-class GatedJudge(Judge):
+class GatedJudge(JudgeWrapper):
     """`inner` behind the server's gate, counted in the metrics and the request's ledger."""
 
     def __init__(self, inner: Judge, gate: JudgeGate, metrics: Metrics) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.gate = gate
         self.metrics = metrics
-        self.name = inner.name
-        self.limits = inner.limits
-        self.price_per_million_input = inner.price_per_million_input
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         async with self.gate.slot():
@@ -160,6 +154,3 @@ class GatedJudge(Judge):
         self.metrics.judge_requests.labels(kind).inc()
         self.metrics.judge_seconds.observe(time.perf_counter() - start)
         return result
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
