@@ -29,6 +29,7 @@ from decisionrag._http import LineSplitter, RetryPolicy
 from decisionrag._judges import ScriptedJudge
 from decisionrag._navigate import Navigator
 from decisionrag._query import Query, Turn
+from decisionrag._walkpage import walk_page
 
 FAST = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02, deadline=20)
 SCORES = {"g:Cats": 0.9, "g:Dogs": 0.2, "g:Fish": 0.1, "c1": 0.8, "c2": 0.3,
@@ -136,7 +137,7 @@ async def test_a_citation_naming_no_passage_is_flagged(navigator: Navigator) -> 
     assert [(c.number, c.valid) for c in reply.citations] == [(2, True), (1, True), (9, False), (3, True)]
     assert reply.invalid_citations == [9]
     assert [h.key for h in reply.cited] == [reply.sources[1].key, reply.sources[0].key, reply.sources[2].key]
-    page = reply.to_html()
+    page = walk_page(reply)
     assert 'title="no passage 9 was given"' in page and 'href="#p-2"' in page
 
 

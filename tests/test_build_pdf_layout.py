@@ -17,6 +17,7 @@ from decisionrag._build import build_tree
 from decisionrag._build._common import Skip
 from decisionrag._build._pdf import parse_pdf
 from decisionrag._tree import NodeKind, Tree
+from decisionrag._walkpage import walk_page
 
 fpdf = pytest.importorskip("fpdf")
 from fpdf import FPDF  # noqa: E402
@@ -213,7 +214,7 @@ def test_page_labels_filter_and_show_at_every_door(tmp_path: Path, handbook: byt
     for hits in (cli, served["results"], [h.to_dict() for h in result.hits]):
         assert {(h["metadata"]["page"], h["metadata"]["page_label"]) for h in hits} == {(5, "2")}
     assert result.hits[0].page_reference == "p. 2 (PDF page 5)"
-    assert '<span class="page">p. 2 (PDF page 5)</span>' in result.to_html()
+    assert '<span class="page">p. 2 (PDF page 5)</span>' in walk_page(result)
     assert main(["ask", str(tree_file), question, "--judge", "scripted", "--top", "3",
                  "--filter", "page_label=2"]) == 0
     assert "p. 2 (PDF page 5)" in capsys.readouterr().out

@@ -19,7 +19,8 @@ pytest.importorskip("fastapi")
 
 from _chat_standin import ChatStandIn, cite_first
 from _serve_helpers import answering_server, live_server, settings, write_tree
-from decisionrag import Client, RemoteAnswer, RemoteAnswerEvent, RemoteHit, RemoteResult, ServerError
+from decisionrag import Client, ServerError
+from decisionrag._client import RemoteAnswer, RemoteAnswerEvent, RemoteHit, RemoteResult
 from decisionrag._client._sse import EventParser
 
 QUESTION = "How do I renew my passport?"

@@ -21,6 +21,7 @@ from decisionrag._serve import ServeLimits
 from decisionrag._serve._auth import add_key
 from decisionrag._serve._ui import CSP
 from decisionrag._tree import DocumentSpec, PassageSpec, Tree, TreeWriter
+from decisionrag._walkpage import walk_page
 
 pytest.importorskip("fastapi")
 
@@ -79,12 +80,12 @@ def test_assets_revalidate_by_etag(server: str) -> None:
 def test_the_walk_script_is_the_walk_pages(server: str, tmp_path: Path) -> None:
     from decisionrag._judges import ScriptedJudge
     from decisionrag._navigate import Navigator
-    from decisionrag._navigate._html_assets import SCRIPT, STYLE
+    from decisionrag._walkpage import SCRIPT, STYLE
 
     assert HTTP.get(f"{server}/ui/assets/walk.js").text == SCRIPT
     assert HTTP.get(f"{server}/ui/assets/walk.css").text == STYLE
     with Tree.open(library_tree(tmp_path / "books.tree")) as tree:
-        page = Navigator(tree, ScriptedJudge()).retrieve("Dune chapter").to_html()
+        page = walk_page(Navigator(tree, ScriptedJudge()).retrieve("Dune chapter"))
     assert SCRIPT in page and STYLE in page
 
 

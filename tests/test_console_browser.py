@@ -32,6 +32,7 @@ from decisionrag._navigate import Navigator, StageTrace
 from decisionrag._serve import ServeLimits
 from decisionrag._serve._auth import add_key
 from decisionrag._tree import DocumentSpec, PassageSpec, TreeWriter
+from decisionrag._walkpage import walk_page
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("fastapi")
@@ -386,7 +387,7 @@ def test_the_consoles_walk_draws_what_the_walk_page_writes(browser: Browser, tmp
     result.trace.stages.append(StageTrace("recovery", 9, 1, ["g:Dogs"], kept=[("d2", 0.3)], opened=["d2"],
                                           scores={"g:Dogs": 0.4}, nodes=[dogs]))
     page = tmp_path / "walk.html"
-    page.write_text(result.to_html(), encoding="utf-8")
+    page.write_text(walk_page(result), encoding="utf-8")
     browser.open(page)
     read = """(root) => Array.from(root.querySelectorAll('details.stage')).map(d => [
         Object.assign({}, d.dataset), d.querySelector('.stage-name').textContent,

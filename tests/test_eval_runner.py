@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from decisionrag import ScriptedJudge
 from decisionrag._app import evaluate
 from decisionrag._cli import main
 from decisionrag._eval import EvalSettings, MetricSpec, load_dataset
 from decisionrag._eval._data import EvalQuery
 from decisionrag._eval._runner import conversation_order, run_system
 from decisionrag._eval._systems import Retrieval
+from decisionrag._judges import ScriptedJudge
 
 DOCS = {
     "passport": (

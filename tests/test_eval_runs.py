@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from decisionrag import ScriptedJudge
 from decisionrag._app import run_evaluation
 from decisionrag._cli import main
 from decisionrag._errors import InputError
 from decisionrag._eval import EvalSettings, MetricSpec, load_dataset
 from decisionrag._eval._runner import write_runs
 from decisionrag._eval._runs import align, parse_run_spec, read_run, trec_lines
+from decisionrag._judges import ScriptedJudge
 from test_eval_runner import write_dataset
 
 

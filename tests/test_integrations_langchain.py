@@ -38,10 +38,10 @@ from decisionrag import (
     JudgeUnavailable,
     Limits,
     Navigator,
-    ScriptedJudge,
     Tree,
     load_judge,
 )
+from decisionrag._judges import ScriptedJudge
 from decisionrag.integrations.langchain import (
     DecisionRAGDecisionModel,
     DecisionRAGRetriever,

@@ -13,7 +13,8 @@ pytest.importorskip("llama_index.core")
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from decisionrag import BinaryRequest, ChoiceRequest, ScriptedJudge, Tree
+from decisionrag import BinaryRequest, ChoiceRequest, Tree
+from decisionrag._judges import ScriptedJudge
 from decisionrag.integrations.llamaindex import DecisionRAGReranker, DecisionRAGRetriever
 
 QUERY = "What did the Normans do in England?"

@@ -148,9 +148,9 @@ def test_warm_caches_every_group_and_page_and_changes_no_answer(tmp_path: Path) 
 def test_entries_are_built_once_per_node(tmp_path: Path) -> None:
     with pets_tree(tmp_path / "pets.tree") as tree:
         navigator = Navigator(tree, SimulatedJudge(0.0), preset())
-        pages = navigator.children(tree.node("g:Cats").id)
-        first = navigator.entries("document", pages, "title")
-        again = navigator.entries("document", pages, "title")
+        pages = navigator.view.children(tree.node("g:Cats").id)
+        first = navigator.view.entries("document", pages, "title")
+        again = navigator.view.entries("document", pages, "title")
         assert all(a is b for a, b in zip(first, again, strict=True))
         assert first[0].block is first[1].block == ("Cats",)  # one header tuple per parent
         assert [e.text for e in first] == ["Cat food", "Cat health"]
@@ -201,7 +201,7 @@ def test_best_first_partial_equals_the_stable_full_sort() -> None:
 
     import numpy as np
 
-    from decisionrag._navigate._walk import best_first
+    from decisionrag._navigate._ranking import best_first
 
     rng = random.Random(7)
     for _ in range(200):

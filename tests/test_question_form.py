@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from decisionrag import NavigationError, Navigator, ScriptedJudge, Tree, build_tree, get_preset
+from decisionrag import NavigationError, Navigator, Tree, build_tree, get_preset
+from decisionrag._judges import ScriptedJudge
 from decisionrag._navigate._render import Entry, binary_request, compact_instruction
 
 

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from _serve_helpers import CORPUS_B, live_server, settings, write_tree
-from decisionrag import Client, ServerError, SimulatedJudge
+from decisionrag import Client, ServerError
+from decisionrag._judges import SimulatedJudge
 from decisionrag._judges._testing import overlap_score
 from decisionrag._serve import ServeLimits
 from decisionrag._serve._auth import add_key

@@ -23,6 +23,7 @@ from decisionrag._judges import ScriptedJudge, load_judge
 from decisionrag._navigate import Navigator, StageSettings
 from decisionrag._query import Query
 from decisionrag._tree import Tree
+from decisionrag._walkpage import walk_page
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,7 @@ async def test_walk_page_in_chromium(shared_data: Path, tmp_path: Path, browser:
             await judge.aclose()
     result = reply.result
     page = tmp_path / "walk.html"
-    page.write_text(reply.to_html(), encoding="utf-8")
+    page.write_text(walk_page(reply), encoding="utf-8")
 
     browser.open(page)
     stages = result.trace.stages
@@ -112,7 +113,7 @@ def test_five_thousand_candidates_stay_usable(tmp_path: Path, browser: Browser) 
     settings = preset(documents=StageSettings(top_k=30, max_candidates_per_request=1000))
     result = Navigator(tree, ScriptedJudge(), settings).retrieve("text 4321", k=5)
     page = tmp_path / "big.html"
-    page.write_text(result.to_html(), encoding="utf-8")
+    page.write_text(walk_page(result), encoding="utf-8")
     browser.open(page)
     assert browser.evaluate("document.querySelectorAll('tr.cand').length") == 0
     browser.evaluate("document.querySelector('details.stage[data-stage=\"0\"] > summary').click()")

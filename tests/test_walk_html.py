@@ -13,7 +13,8 @@ from _navigate_helpers import flat_tree, pets_tree, preset
 from decisionrag._cli import main
 from decisionrag._judges import ScriptedJudge
 from decisionrag._navigate import Navigator, StageSettings
-from decisionrag._navigate._html import render_html
+from decisionrag._walkpage import walk_page
+from decisionrag._walkpage._page import render_html
 
 
 def page_data(page: str) -> dict:
@@ -27,7 +28,7 @@ def test_every_stage_and_candidate_is_on_the_page(tmp_path: Path) -> None:
     judge = ScriptedJudge({"g:Cats": 0.9, "g:Dogs": 0.4, "g:Fish": 0.1, "c1": 0.8, "c2": 0.3,
                            "c1-p0": 0.7, "c1-p1": 0.2, "c1-p2": 0.6})
     result = Navigator(tree, judge, preset()).retrieve("cat food", k=3)
-    page = result.to_html()
+    page = walk_page(result)
     data = page_data(page)
 
     assert [s["name"] for s in data["stages"]] == [s.name for s in result.trace.stages]
@@ -53,7 +54,7 @@ def test_page_is_self_contained_and_escapes_content(tmp_path: Path) -> None:
     with TreeWriter(tmp_path / "x.tree") as writer:
         writer.add_document(DocumentSpec("Doc <b>", [PassageSpec(hostile, key="p1")], key="d1"))
     tree = Tree.open(tmp_path / "x.tree")
-    page = Navigator(tree, ScriptedJudge(default=0.5), preset()).retrieve(hostile).to_html()
+    page = walk_page(Navigator(tree, ScriptedJudge(default=0.5), preset()).retrieve(hostile))
     assert page.count("<script") == 2  # the data block and the page's own script, nothing else
     assert "<img" not in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing to fetch
@@ -65,7 +66,7 @@ def test_thousands_of_candidates_stay_collapsed_and_compact(tmp_path: Path) -> N
     tree = flat_tree(tmp_path / "flat.tree", 1500, passages_per_doc=1)
     settings = preset(documents=StageSettings(top_k=25, max_candidates_per_request=400))
     result = Navigator(tree, ScriptedJudge(), settings).retrieve("text 7", k=5)
-    page = result.to_html()
+    page = walk_page(result)
     data = page_data(page)
     first = data["stages"][0]
     assert first["n_candidates"] == 1500 and len(first["rows"]) == 1500
@@ -99,7 +100,7 @@ def test_reopened_candidates_are_marked_when_the_trace_has_them(tmp_path: Path) 
         def __getattr__(self, name: str) -> object:
             return getattr(stage, name)
 
-    from decisionrag._navigate._html import stage_data
+    from decisionrag._walkpage._page import stage_data
 
     shown = stage_data(Reopening(), {})  # type: ignore[arg-type]
     assert shown["reopened"] == 1
@@ -116,12 +117,12 @@ def test_a_recovery_stage_marks_what_it_reopened(tmp_path: Path) -> None:
     recovery = StageTrace("recovery", 9, 1, ["g:Dogs"], kept=[("d2", 0.3)], opened=["d2"],
                           scores={"g:Dogs": 0.4}, nodes=[dogs])
     result.trace.stages.append(recovery)
-    data = page_data(result.to_html())
+    data = page_data(walk_page(result))
     first, last = data["stages"][0], data["stages"][-1]
     assert [r[3] for r in first["rows"]] == ["opened", "reopened", "pruned"]  # Dogs came back later
     assert first["reopened"] == 1 and first["pruned"] == 2
     assert {r[0]: r[3] for r in last["rows"]} == {"d2": "opened", "g:Dogs": "reopened"}
-    assert 'data-name="recovery"' in result.to_html()
+    assert 'data-name="recovery"' in walk_page(result)
 
 
 def test_ask_html_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

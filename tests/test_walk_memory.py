@@ -54,7 +54,7 @@ def test_cached_entries_hold_handles_to_stored_rows(tmp_path: Path) -> None:
     with Tree.open(tree_path) as tree:
         navigator = Navigator(tree, EmbeddedJudge(HashEncoder()), preset="flat")
         page = tree.node("passports")
-        entry = navigator.entry("document", page, "title")
+        entry = navigator.view.entry("document", page, "title")
         stored = open_vectors(tree)
         assert isinstance(entry.vectors, StoredRows)
         assert len(entry.vectors) == page.end + 1 - page.id == entry.vectors.shape[0]
@@ -98,7 +98,7 @@ def test_a_cached_entry_holds_one_copy_of_equal_strings(tmp_path: Path) -> None:
         page = tree.node("passports")  # no headings: its description is its title
         assert page.description == page.title and page.description is page.title
         navigator = Navigator(tree, EmbeddedJudge(HashEncoder()), preset="flat")
-        entry = navigator.entry("document", page, "title")
+        entry = navigator.view.entry("document", page, "title")
         assert entry.line is entry.text
     messy = "Renew  your\tpassport [online]"
     assert clean_line(messy) == clean(messy) == "Renew your passport [online]"

@@ -1,17 +1,19 @@
 """decisionrag: retriever-free retrieval by navigating a corpus tree with a decision model.
 
->>> from decisionrag import Navigator, Tree, build_tree, load_judge
+>>> from decisionrag import Navigator, build_tree
 >>> build_tree(["docs/"], "docs.tree")
->>> navigator = Navigator(Tree.open("docs.tree"), load_judge("embedded"), preset="auto")
+>>> navigator = Navigator("docs.tree")        # the offline embedded judge, the auto preset
 >>> for hit in navigator.retrieve("How do I rotate the API keys?").hits:
 ...     print(hit.score, " > ".join(hit.path), hit.node.text)
+
+The public API is `__all__` below (pinned by a test); every module whose name starts with
+an underscore is private.
 """
 
 from ._answer import (
     Answer,
     AnswerEvent,
     Citation,
-    OpenAICompatibleGenerator,
     aanswer,
     answer,
     astream_answer,
@@ -20,7 +22,7 @@ from ._answer import (
 )
 from ._app import Navigator, build_tree, evaluate
 from ._build import BuildReport
-from ._client import Client, RemoteAnswer, RemoteAnswerEvent, RemoteCitation, RemoteHit, RemoteResult
+from ._client import Client
 from ._cluster import ClusterReport, add_documents, cluster_documents, rebalance
 from ._deadline import QueryDeadline
 from ._errors import (
@@ -46,15 +48,15 @@ from ._judges import (
     ChoiceRequest,
     ChoiceResult,
     Judge,
+    JudgeWrapper,
     Limits,
-    ScriptedJudge,
-    SimulatedJudge,
+    Reads,
     Usage,
+    VectorSpace,
     load_judge,
 )
-from ._judges._cache import CachedJudge
-from ._judges._embedded import EmbeddedJudge
-from ._judges._local import LocalJudge
+from ._judges._backends import Backend, register_backend
+from ._judges._options import JudgeOptions
 from ._navigate import (
     PRESET_NAMES,
     ChoiceSettings,
@@ -67,94 +69,37 @@ from ._navigate import (
     Result,
     Retriever,
     StageSettings,
-    StageTrace,
-    Trace,
     get_preset,
 )
 from ._query import Query, Turn
-from ._retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 from ._tree import DocumentSpec, Node, NodeKind, PassageSpec, Tree, TreeWriter
 from ._version import __version__
+from ._walkpage import walk_page
 
-__all__ = [
-    "PRESET_NAMES",
-    "Answer",
-    "AnswerError",
-    "AnswerEvent",
-    "BM25Retriever",
-    "BinaryRequest",
-    "BinaryResult",
-    "BuildReport",
-    "CachedJudge",
-    "Candidate",
-    "ChoiceRequest",
-    "ChoiceResult",
-    "ChoiceSettings",
-    "Citation",
-    "Client",
-    "ClusterReport",
-    "Conversation",
-    "DeadlineExceeded",
-    "DecisionRAGError",
-    "DenseRetriever",
-    "DocumentSpec",
-    "EmbeddedJudge",
-    "EvalSettings",
-    "HeadingSettings",
-    "Hit",
-    "HybridRetriever",
-    "InputError",
-    "Judge",
-    "JudgeConfigError",
-    "JudgeError",
-    "JudgeProtocolError",
-    "JudgeRequestError",
-    "JudgeUnavailable",
-    "Limits",
-    "LocalJudge",
-    "MissingDependency",
-    "NavigationError",
-    "Navigator",
-    "Node",
-    "NodeKind",
-    "NotepadSettings",
-    "OpenAICompatibleGenerator",
-    "PassageSpec",
-    "Preset",
-    "Query",
-    "QueryDeadline",
-    "RecoverySettings",
-    "RemoteAnswer",
-    "RemoteAnswerEvent",
-    "RemoteCitation",
-    "RemoteHit",
-    "RemoteResult",
-    "Result",
-    "Retriever",
-    "ScriptedJudge",
-    "ServerError",
-    "SimulatedJudge",
-    "StageSettings",
-    "StageTrace",
-    "Trace",
-    "Tree",
-    "TreeFormatError",
-    "TreeWriter",
-    "Turn",
-    "Usage",
-    "__version__",
-    "aanswer",
-    "add_documents",
-    "answer",
-    "astream_answer",
+__all__ = [  # noqa: RUF022 - grouped by what a user does, not sorted
+    # trees and building them
+    "BuildReport", "DocumentSpec", "Node", "NodeKind", "PassageSpec", "Tree", "TreeWriter",
     "build_tree",
-    "cluster_documents",
-    "evaluate",
-    "get_preset",
-    "load_dataset",
-    "load_generator",
-    "load_judge",
-    "paired_bootstrap",
-    "rebalance",
-    "stream_answer",
+    # topic groups for flat corpora
+    "ClusterReport", "add_documents", "cluster_documents", "rebalance",
+    # navigation
+    "PRESET_NAMES", "ChoiceSettings", "Conversation", "HeadingSettings", "Hit", "Navigator",
+    "NotepadSettings", "Preset", "Query", "QueryDeadline", "RecoverySettings", "Result",
+    "Retriever", "StageSettings", "Turn", "get_preset", "walk_page",
+    # judges, and what a judge plugin implements and registers
+    "Backend", "BinaryRequest", "BinaryResult", "Candidate", "ChoiceRequest", "ChoiceResult",
+    "Judge", "JudgeOptions", "JudgeWrapper", "Limits", "Reads", "Usage", "VectorSpace",
+    "load_judge", "register_backend",
+    # answers with citations
+    "Answer", "AnswerEvent", "Citation", "aanswer", "answer", "astream_answer",
+    "load_generator", "stream_answer",
+    # the service's client
+    "Client",
+    # evaluation
+    "EvalSettings", "evaluate", "load_dataset", "paired_bootstrap",
+    # the exception tree
+    "AnswerError", "DeadlineExceeded", "DecisionRAGError", "InputError", "JudgeConfigError",
+    "JudgeError", "JudgeProtocolError", "JudgeRequestError", "JudgeUnavailable",
+    "MissingDependency", "NavigationError", "ServerError", "TreeFormatError",
+    "__version__",
 ]

@@ -101,7 +101,3 @@ class Answer:
             "generation": self.usage.to_dict(),
             "retrieval": self.result.to_dict(),
         }
-
-    def to_html(self, *, title: str | None = None) -> str:
-        """The walk page (see `Result.to_html`) with this answer and its clickable citations."""
-        return self.result.to_html(self, title=title)

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from .._errors import InputError
 from .._query import Query
+from .._walkpage import walk_page
 from ._ask import read_history, write_html
 
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         base_url=args.base_url, top=args.top, task=args.task, stream=args.stream, on_event=show,
     )
     if args.html:
-        write_html(args.html, reply.to_html())
+        write_html(args.html, walk_page(reply))
     if args.json:
         if not args.stream:
             json.dump(reply.to_dict(), out, ensure_ascii=False, indent=2)

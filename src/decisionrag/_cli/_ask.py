@@ -13,6 +13,7 @@ from .._app import degraded_warning
 from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._query import Query, Turn
+from .._walkpage import walk_page
 from ._terminal import printable
 from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     with notice_when_slow(scope, args.notice_after):
         result = _ask_once(args, query, scope)
     if args.html:
-        write_html(args.html, result.to_html())
+        write_html(args.html, walk_page(result))
         print(f"wrote {args.html}", file=sys.stderr)
     warning = degraded_warning(result)
     if warning:

@@ -82,6 +82,12 @@ def _budget(top_k: int | None, share: float | None, n: int) -> int:
     return max(v for v in (top_k, from_share) if v is not None)
 
 
+# every candidate judged, in as few requests as the judge's limits allow, all kept
+ONE_REQUEST = StageSettings(top_k=None, max_candidates_per_request=None)
+# the same for a pooled shortlist (a rescoring pass, a reopened group): no siblings to keep together
+POOLED = StageSettings(top_k=None, max_candidates_per_request=None, keep_siblings=False)
+
+
 @dataclass(frozen=True, slots=True)
 class HeadingSettings:
     """Pages with more than `threshold` passages first get their section headings scored
@@ -164,7 +170,7 @@ class Preset:
     task: Task = "auto"
     groups: tuple[StageSettings, ...] = (StageSettings(top_k=None, share=0.15, min_keep=2),)
     documents: StageSettings = StageSettings(top_k=10)
-    passages: StageSettings = StageSettings(top_k=None, max_candidates_per_request=None)
+    passages: StageSettings = ONE_REQUEST
     headings: HeadingSettings | None = None
     choice: ChoiceSettings = ChoiceSettings()
     notepad: NotepadSettings | None = None
@@ -223,7 +229,6 @@ class Preset:
         return preset
 
 
-_ONE_REQUEST = StageSettings(top_k=None, max_candidates_per_request=None)
 
 PRESETS: dict[str, Preset] = {
     "md2d": Preset(
@@ -231,7 +236,7 @@ PRESETS: dict[str, Preset] = {
         task="conversation",
         groups=(StageSettings(top_k=1, runner_up_below=0.8, max_candidates_per_request=None),),
         documents=StageSettings(top_k=10, max_candidates_per_request=None),
-        passages=_ONE_REQUEST,
+        passages=ONE_REQUEST,
         choice=ChoiceSettings(top=20, mode="order"),
         notepad=NotepadSettings(),
         notes="help center (runner-up below 0.8, notepad's center) → keep 10 pages → passages, MC top 20",
@@ -241,7 +246,7 @@ PRESETS: dict[str, Preset] = {
         task="qa",
         groups=(StageSettings(top_k=None, share=0.15, min_keep=2),),
         documents=StageSettings(top_k=3, max_candidates_per_request=None),
-        passages=_ONE_REQUEST,
+        passages=ONE_REQUEST,
         choice=ChoiceSettings(top=20, mode="order"),
         route_groups=False,
         notes="all pages in one request, keep 3, paragraphs under heading paths, MC top 20",
@@ -257,7 +262,7 @@ PRESETS: dict[str, Preset] = {
             rescore_top=50,
             render="title",
         ),
-        passages=_ONE_REQUEST,
+        passages=ONE_REQUEST,
         headings=HeadingSettings(threshold=60, keep=8, max_passages=60),
         choice=ChoiceSettings(top=20, mode="top1"),
         notepad=NotepadSettings(show_pages=True, passage_pages=0, keep_group=False),
@@ -277,7 +282,7 @@ PRESETS: dict[str, Preset] = {
             propagate=True,
             partial_expansion=((3, None), (10, 10), (30, 3)),
         ),
-        passages=_ONE_REQUEST,
+        passages=ONE_REQUEST,
         choice=ChoiceSettings(top=5, mode="order"),
         notes="keep 150 of 1,000 clusters (8 requests), page titles in requests ≤ 20k tokens, "
         "partial expansion of the top 30 pages, score propagation, MC top 5",
@@ -285,7 +290,7 @@ PRESETS: dict[str, Preset] = {
     "flat": Preset(
         name="flat",
         documents=StageSettings(top_k=10, max_candidates_per_request=50),
-        passages=_ONE_REQUEST,
+        passages=ONE_REQUEST,
         route_groups=False,
         notes="every document judged directly (no group routing): measures what pruning loses",
     ),

@@ -17,8 +17,7 @@ from .._deadline import QueryDeadline, active_deadline
 from .._judges import Judge
 from .._query import Query, Turn
 from .._sync import run_sync
-from .._tree import Node, Tree
-from .._tree._summaries import Summary
+from .._tree import Tree
 from .._tree._vectors import (
     NodeVectors,
     VectorsError,
@@ -29,7 +28,7 @@ from .._tree._vectors import (
 from .._words import Lexicon
 from ._config import Preset, get_preset
 from ._filters import Filter, parse_filters
-from ._render import Entry, Kind, candidate_budget
+from ._render import candidate_budget
 from ._result import Result
 from ._retriever import Retriever
 from ._view import CHILDREN_CACHE_NODES, READ_AHEAD_SHARE, Children, TreeView
@@ -164,29 +163,6 @@ class Navigator:
         return Walk(self.view, self.judge, self.preset, query, k, notepad,
                     retriever=self.retriever, concurrency=self.concurrency, filters=filters,
                     max_input_tokens=max_input_tokens)
-
-    # -- the tree view, for callers that look at what navigation sees -----------------------
-
-    def node(self, node_id: int) -> Node:
-        return self.view.node(node_id)
-
-    def children(self, node_id: int) -> list[Node]:
-        return self.view.children(node_id)
-
-    def split_children(self, node_id: int) -> Children:
-        return self.view.split_children(node_id)
-
-    def entry(self, kind: Kind, node: Node, render: str) -> Entry:
-        return self.view.entry(kind, node, render)
-
-    def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
-        return self.view.entries(kind, nodes, render)
-
-    def summaries(self, nodes: Sequence[Node]) -> list[Summary | None]:
-        return self.view.summaries(nodes)
-
-    def metadata(self, passage: Node) -> dict[str, Any]:
-        return self.view.metadata(passage)
 
 
 async def within_deadline(

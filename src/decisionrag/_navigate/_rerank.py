@@ -1,10 +1,10 @@
-"""Reranking given texts (another retriever's results) with a judge, in one shared context.
+"""Reranking given texts (another retriever's results) on the walk's own last stages.
 
-The texts are candidates of one passage-level context in the order given (stable, so a
-prefix cache sees the same bytes for the same inputs): one P(yes) per text from binary
-questions over that context (split into several requests only when the judge's limits
-demand it), then one multiple-choice question over the best `choice_top` reorders them, as
-the walk's final stage does.
+The texts are candidates of one passage-level context in the order given (which is their
+reading order: a prefix cache sees the same bytes for the same inputs), judged by the same
+level engine as a walk's passage stage — one P(yes) per text, the search text embedded,
+the corpus's word statistics carried when given — then reordered by the same choice step
+over the best `choice_top`. Nothing is collapsed or dropped: every text comes back.
 """
 
 from __future__ import annotations
@@ -14,9 +14,14 @@ from dataclasses import dataclass
 
 from .._judges import Judge, Usage
 from .._query import Query
-from ._render import PREAMBLE, Entry, binary_request, choice_request, pack, render_query
-
-LIST_TOKENS = 12
+from .._tree import Node, NodeKind
+from .._words import Lexicon
+from ._choice import choose
+from ._config import ONE_REQUEST, ChoiceSettings
+from ._level import LevelEngine
+from ._ranking import Ranking, close_stage
+from ._render import Entry, render_query
+from ._result import Stage, Trace
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,36 +40,39 @@ async def rerank_texts(
     *,
     titles: Sequence[str] | None = None,
     choice_top: int = 20,
-) -> tuple[list[Reranked], Usage]:
-    """`texts` best first (all of them), and what the judge's requests cost. `titles`
-    (optional, one per text) are printed as header lines above their texts."""
+    statistics: Lexicon | None = None,
+) -> tuple[list[Reranked], Usage, Trace]:
+    """`texts` best first (all of them), what the judge's requests cost, and the trace of
+    the two stages. `titles` (optional, one per text) are the header lines above their texts
+    (as a page title and headings are above a passage); `statistics` the word statistics of
+    the corpus the texts come from (a tree's, when known)."""
     if titles is not None and len(titles) != len(texts):
         raise ValueError("rerank_texts: one title per text")
     if not texts:
-        return [], Usage()
+        return [], Usage(), Trace()
     asked = Query.of(query)
-    query_text, search = render_query(asked, "qa"), asked.search_text
-    entries = [Entry(f"c{i}", text, (titles[i],) if titles and titles[i] else (), None, True)
-               for i, text in enumerate(texts)]
-    chunks = pack(entries, judge.count_tokens,
-                  overhead=judge.count_tokens(PREAMBLE + query_text) + LIST_TOKENS,
-                  max_candidates=judge.limits.max_questions, max_tokens=judge.limits.max_tokens,
-                  keep_siblings=False)
-    usage = Usage()
-    binary: list[float] = []
-    for chunk in chunks:
-        result = await judge.binary(binary_request(query_text, chunk, "passage", "qa",
-                                                   search=search))
-        binary.extend(result.probabilities)
-        usage = usage + result.usage
-    order = sorted(range(len(texts)), key=lambda i: -binary[i])
-    choice: dict[int, float] = {}
-    m = min(choice_top, len(texts), judge.limits.max_options)
-    if m >= 2:
-        shortlist = sorted(order[:m])  # in the given order
-        shortlisted = [entries[i] for i in shortlist]
-        chosen = await judge.choice(choice_request(query_text, shortlisted, "qa", search=search))
-        usage = usage + chosen.usage
-        choice = dict(zip(shortlist, chosen.probabilities, strict=True))
-        order[:m] = sorted(order[:m], key=lambda i: -choice[i])
-    return [Reranked(i, binary[i], choice.get(i)) for i in order], usage
+    nodes = [_text_node(i, text) for i, text in enumerate(texts)]
+    entries = [Entry(node.key, node.text, (titles[i],) if titles and titles[i] else (), None, True)
+               for i, node in enumerate(nodes)]
+    levels = LevelEngine(judge, render_query(asked, "qa"), "qa", statistics=statistics,
+                         search_text=asked.search_text)
+    stage = levels.new_stage(Stage.PASSAGE.value, [node.key for node in nodes])
+    values = await levels.judge_entries(stage, "passage", entries, ONE_REQUEST, ())
+    ranked = Ranking.of(nodes, values).top()
+    stage.scores, stage.nodes = {n.key: v for n, v in zip(nodes, values, strict=True)}, nodes
+    close_stage(levels, stage, ranked, opened=[])
+    choice = await choose(levels, ranked, ChoiceSettings(top=choice_top),
+                          entry_of=lambda node: entries[node.id], reading_key=_position,
+                          one_context=stage.contexts == 1, note=stage.notes.append)
+    return ([Reranked(s.node.id, s.binary, choice.get(s.node.key)) for s in ranked],
+            levels.usage, levels.trace)
+
+
+def _text_node(index: int, text: str) -> Node:
+    """Text `index` as a passage node of its own (its id its position, its key ``c{index}``)."""
+    return Node(id=index, key=f"c{index}", parent=None, kind=NodeKind.PASSAGE, pos=index,
+                doc=None, end=index, n_passages=1, title="", description="", heading=(), text=text)
+
+
+def _position(node: Node) -> int:
+    return node.id

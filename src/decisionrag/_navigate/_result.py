@@ -114,6 +114,7 @@ class StageTrace:
     scores: dict[str, float] = field(default_factory=dict, repr=False)
     nodes: list[Node] = field(default_factory=list, repr=False)
     filtered: int = 0  # candidates the metadata filters removed before this stage judged
+    contexts: int = 0  # the shared contexts (requests before any retry) its candidates were judged in
 
     unjudged: int = 0  # candidates whose request failed after its retries (a degraded stage)
     errors: list[str] = field(default_factory=list)  # why, one line per failed request
@@ -181,14 +182,6 @@ class Result:
     @property
     def ids(self) -> list[str]:
         return [hit.node.key for hit in self.hits]
-
-    def to_html(self, answer: Any = None, *, title: str | None = None) -> str:
-        """One self-contained HTML page of the walk (no network needed to view it): each
-        stage with its candidates kept, pruned and reopened, the ranking and, given an
-        `answer` (an `Answer` or its dict), the answer with clickable citations."""
-        from ._html import render_html
-
-        return render_html(self, answer, title=title)
 
     @property
     def degraded(self) -> dict[str, int]:

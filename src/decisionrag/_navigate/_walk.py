@@ -1,8 +1,10 @@
 """One retrieval: the sequence of stages for one query (state that lives for one query only).
 
-Stages, in order (`Stage`): group levels (routing) → pages → headings of long pages →
-passages (with notepad and hybrid candidates) → multiple choice. Every level is judged by
-the `LevelEngine`; the tree is read through the navigator's `TreeView`.
+Stages, in order (`Stage`): group levels (routing) → pages → recovery → headings of long
+pages → passages (with notepad and hybrid candidates) → multiple choice. Where each lives:
+requests (pack → send → pool → account) in `_level.LevelEngine`; ranking, pruning (a
+level's budget) and the rescoring pass in `_ranking`; recovery in `_recovery`; the choice
+step in `_choice`. The tree is read through the navigator's `TreeView`.
 """
 
 from __future__ import annotations
@@ -11,23 +13,24 @@ import functools
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from .._errors import NavigationError
 from .._judges import Judge
 from .._query import Query
 from .._tree import Node, NodeKind
-from ._config import Preset, StageSettings
+from ._choice import choose
+from ._config import ONE_REQUEST, Preset
 from ._filters import Filter
-from ._level import LevelEngine, Ranking, Scored, best_first
-from ._render import QUESTION_TOKENS, TaskWording, choice_request, fit_query, query_budget
-from ._result import Hit, Location, Result, Stage, StageTrace
+from ._level import LevelEngine
+from ._ranking import Scored, close_stage, judge_level
+from ._recovery import Recovery
+from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
+from ._result import Hit, Location, Result, Stage
 from ._retriever import Retriever
 from ._view import TreeView
 
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 
-__all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "best_first", "collapse_duplicates"]
+__all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "collapse_duplicates"]
 
 
 CHOICE_RESERVE = 0.2  # of the tokens left before the passage stage, kept for the choice
@@ -72,14 +75,19 @@ class Walk:
         self.task: TaskWording = self._task()
         self.query_text, query_note = fit_query(
             query, self.task, query_budget(judge.limits.max_tokens), judge.count_tokens)
-        self.levels = LevelEngine(view, judge, self.query_text, self.task, concurrency,
-                                  form=preset.questions, on_failure=preset.on_failure,
-                                  max_input_tokens=max_input_tokens,
-                                  search_text=query.search_text)
+        self.levels = LevelEngine(judge, self.query_text, self.task,
+                                  count_tokens=view.count_tokens, statistics=view.lexicon,
+                                  search_text=query.search_text,
+                                  candidate_tokens=view.candidate_tokens,
+                                  concurrency=concurrency, form=preset.questions,
+                                  on_failure=preset.on_failure,
+                                  max_input_tokens=max_input_tokens)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
-        self.frontier: list[Scored] = []  # judged and pruned groups and pages (recovery)
+        self.recovery = Recovery(preset.recovery, self.levels, view, self.admit,
+                                 preset.documents.render)
+        self.passage_contexts = 0  # the shared contexts the passage stage was judged in
 
     def _task(self) -> TaskWording:
         if self.preset.task == "auto":
@@ -108,7 +116,10 @@ class Walk:
         copies: dict[str, list[Node]] = {}
         if self.preset.collapse_duplicates:
             ranked, copies = collapse_duplicates(ranked)
-        choice = await self.choose(ranked)
+        choice = await choose(self.levels, ranked, self.preset.choice,
+                              entry_of=lambda node: self.view.entry("passage", node, "description"),
+                              reading_key=self.view.reading_key,
+                              one_context=self.passage_contexts == 1, note=self.trace_note)
         hits = [self.hit(item, choice.get(item.node.key), copies.get(item.node.key, ()))
                 for item in ranked[: self.k]]
         if self.early_notes and self.trace.stages:
@@ -143,9 +154,8 @@ class Walk:
     async def judge_groups(self, groups: list[Node], depth: int) -> set[str]:
         settings = self.preset.group_settings(depth)
         read_ahead = functools.partial(self.view.read_ahead, self.preset, groups, depth + 1)
-        ranking, stage = await self.levels.judge_level(
-            "group", groups, settings, Stage.GROUP.at(depth), read_ahead=read_ahead
-        )
+        ranking, stage = await judge_level(self.levels, self.view, "group", groups, settings,
+                                           Stage.GROUP.at(depth), read_ahead=read_ahead)
         kept = ranking.top(ranking.keep_count(settings))
         kept_keys = {s.node.key for s in kept}
         sticky = self.notepad_group(groups)
@@ -153,17 +163,9 @@ class Walk:
             score = ranking.scores[sticky.key]
             kept.append(Scored(sticky, score, score))
             kept_keys.add(sticky.key)
-        self.levels.close_stage(stage, kept, opened=[g.key for g in groups if g.key in kept_keys])
-        self.remember_pruned(ranking, kept_keys)
+        close_stage(self.levels, stage, kept, opened=[g.key for g in groups if g.key in kept_keys])
+        self.recovery.remember_pruned(ranking, kept_keys)
         return kept_keys
-
-    def remember_pruned(self, ranking: Ranking, kept: set[str]) -> None:
-        """Add a level's best pruned candidates to the frontier recovery may reopen."""
-        settings = self.preset.recovery
-        if settings is None:
-            return
-        room = settings.pages + settings.groups + len(kept)
-        self.frontier.extend(s for s in ranking.top(room) if s.node.key not in kept)
 
     def notepad_group(self, groups: list[Node]) -> Node | None:
         """The group among `groups` above the most recent notepad page (md2d keeps it)."""
@@ -204,71 +206,23 @@ class Walk:
         """The page stage (with its rescoring pass when split); the kept pages, best first."""
         settings = self.preset.documents
         notepad = self.notepad if self.preset.notepad and self.preset.notepad.show_pages else ()
-        ranking, stage = await self.levels.judge_level(
-            "document", documents, settings, Stage.PAGE.value, notepad)
+        ranking, stage = await judge_level(self.levels, self.view, "document", documents, settings,
+                                           Stage.PAGE.value, notepad)
         kept = ranking.top(ranking.keep_count(settings))
         self.page_scores = ranking.scores
-        self.levels.close_stage(stage, kept, opened=[s.node.key for s in kept])
-        self.remember_pruned(ranking, {s.node.key for s in kept})
+        close_stage(self.levels, stage, kept, opened=[s.node.key for s in kept])
+        self.recovery.remember_pruned(ranking, {s.node.key for s in kept})
         return kept
 
     # -- recovery from pruning ------------------------------------------------------------
 
     async def recover(self, kept: list[Scored]) -> list[Scored]:
-        """When the page stage is unsure, reopen the best pruned branches (see
-        `RecoverySettings`); the added pages follow the kept ones."""
-        settings = self.preset.recovery
-        if settings is None or not self.frontier or not settings.unsure([s.score for s in kept]):
-            return kept
-        present = {s.node.key for s in kept}
-        frontier = sorted(self.frontier, key=lambda s: -s.score)  # stable: reading order on ties
-        stage = self.levels.new_stage(Stage.RECOVERY.value, [])
-        added: list[Scored] = []
-        groups = 0
-        for item in frontier:
-            if len(added) >= settings.pages:
-                break
-            if item.node.key in present:
-                continue
-            if item.node.kind == NodeKind.DOCUMENT:
-                added.append(item)
-                present.add(item.node.key)
-                stage.candidates.append(item.node.key)
-            elif item.node.kind == NodeKind.GROUP and groups < settings.groups:
-                groups += 1
-                stage.candidates.append(item.node.key)
-                for page in await self.reopen_group(item.node, stage, settings.pages_per_group):
-                    if page.node.key not in present and len(added) < settings.pages:
-                        added.append(page)
-                        present.add(page.node.key)
-        stage.n_candidates = len(stage.candidates)
-        reopened = {s.node.key: s for s in frontier if s.node.key in set(stage.candidates)}
-        stage.nodes = [reopened[key].node for key in stage.candidates]
-        stage.scores = {key: reopened[key].score for key in stage.candidates}
+        """The kept pages, and after them those recovery reopens when the page stage is unsure
+        (their own scores stand for their pages' in propagation)."""
+        added = await self.recovery.recover(kept)
         for item in added:
             self.page_scores.setdefault(item.node.key, item.score)
-        self.levels.close_stage(stage, added, opened=[s.node.key for s in added])
         return [*kept, *added]
-
-    async def reopen_group(self, group: Node, stage: StageTrace, keep: int) -> list[Scored]:
-        """Judge the pages under a pruned group (its subgroups' pages too) in one request;
-        its `keep` best, best first."""
-        pages: list[Node] = []
-        level = [group.id]
-        while level:
-            families = [self.view.split_children(node_id) for node_id in level]
-            pages.extend(p for family in families for p in family.documents)
-            level = [g.id for family in families for g in family.groups]
-        pages = self.admit(pages, Stage.RECOVERY.value)
-        if not pages:
-            return []
-        pages.sort(key=self.view.reading_key)
-        entries = self.view.entries("document", pages, self.preset.documents.render)
-        one_request = StageSettings(top_k=None, max_candidates_per_request=None, keep_siblings=False)
-        values = await self.levels.judge_entries(stage, "document", entries, one_request, ())
-        ranking = Ranking(pages, dict(zip((p.key for p in pages), values, strict=True)),
-                          np.asarray(values, dtype=np.float64))
-        return ranking.top(keep)
 
     # -- passages -------------------------------------------------------------------------
 
@@ -300,15 +254,14 @@ class Walk:
         kept_by_page: dict[int, list[Node]] = {p.id: [] for p in pages}
         stage_kept: list[Scored] = []
         if candidates:
-            level = StageSettings(top_k=None, max_candidates_per_request=None)
-            ranking, stage = await self.levels.judge_level(
-                "heading", candidates, level, Stage.HEADING.value)
+            ranking, stage = await judge_level(self.levels, self.view, "heading", candidates,
+                                               ONE_REQUEST, Stage.HEADING.value)
             for item in ranking.top():
                 bucket = kept_by_page[item.node.doc if item.node.doc is not None else -1]
                 if len(bucket) < settings.keep:
                     bucket.append(item.node)
                     stage_kept.append(item)
-            self.levels.close_stage(stage, stage_kept, opened=[s.node.key for s in stage_kept])
+            close_stage(self.levels, stage, stage_kept, opened=[s.node.key for s in stage_kept])
         opened: list[Node] = []
         for page in pages:
             opened.extend(self.passages_under(page, kept_by_page[page.id], settings.max_passages))
@@ -369,12 +322,13 @@ class Walk:
     async def judge_passages(self, passages: list[Node]) -> list[Scored]:
         settings = self.preset.passages
         passages = self.within_budget(passages)
-        ranking, stage = await self.levels.judge_level(
-            "passage", passages, settings, Stage.PASSAGE.value)
+        ranking, stage = await judge_level(self.levels, self.view, "passage", passages, settings,
+                                           Stage.PASSAGE.value)
+        self.passage_contexts = stage.contexts
         ranked = ranking.top()
         if self.preset.documents.propagate and self.page_scores:
             ranked = self.propagate(ranked)
-        self.levels.close_stage(stage, ranked[: max(self.k, self.preset.choice.top)], opened=[])
+        close_stage(self.levels, stage, ranked[: max(self.k, self.preset.choice.top)], opened=[])
         return ranked
 
     def within_budget(self, passages: list[Node]) -> list[Node]:
@@ -411,55 +365,6 @@ class Walk:
             page = self.view.page_of(item.node)
             item.score = item.binary * self.page_scores.get(page.key, neutral)
         return sorted(ranked, key=lambda s: (-s.score, order[id(s)]))
-
-    # -- multiple choice ------------------------------------------------------------------
-
-    async def choose(self, ranked: list[Scored]) -> dict[str, float]:
-        """Reorder `ranked` in place by one choice over its top m; return the choice odds."""
-        settings = self.preset.choice
-        m = min(settings.top, len(ranked), self.judge.limits.max_options, 255)
-        m = self.choice_within_budget(ranked, m)
-        if settings.mode == "off" or m < 2:
-            return {}
-        shortlist = ranked[:m]
-        in_reading_order = sorted(shortlist, key=lambda s: self.view.reading_key(s.node))
-        entries = [self.view.entry("passage", s.node, "description") for s in in_reading_order]
-        stage = self.levels.new_stage(Stage.CHOICE.value, [e.key for e in entries])
-        stage.nodes = [s.node for s in in_reading_order]
-        request = choice_request(self.query_text, entries, self.task, self.view.lexicon,
-                                 self.query.search_text)
-        result = await self.levels.send_choice(stage, request)
-        if result is None:  # degraded: the binary order stands
-            self.levels.close_stage(stage, ranked[:m], [])
-            return {}
-        probabilities = {e.key: p for e, p in zip(entries, result.probabilities, strict=False)}
-        stage.scores = probabilities
-        if settings.mode == "order":
-            ranked[:m] = sorted(shortlist, key=lambda s: -probabilities[s.node.key])
-        else:
-            best = max(shortlist, key=lambda s: probabilities[s.node.key])
-            ranked.remove(best)
-            ranked.insert(0, best)
-        chosen = [Scored(s.node, s.binary, probabilities[s.node.key]) for s in ranked[:m]]
-        self.levels.close_stage(stage, chosen, [])
-        return probabilities
-
-    def choice_within_budget(self, ranked: list[Scored], m: int) -> int:
-        """The largest shortlist (at most `m`) whose choice request fits the tokens left."""
-        left = self.levels.remaining_tokens()
-        if left is None or m < 2:
-            return m
-        entries = [self.view.entry("passage", s.node, "description") for s in ranked[:m]]
-        room = left - self.judge.count_tokens(self.query_text) - 60
-        fits = 0
-        for entry in entries:
-            room -= (entry.tokens or 0) + 8
-            if room < 0:
-                break
-            fits += 1
-        if fits < m:
-            self.trace_note(f"max_input_tokens: the choice shortlist cut from {m} to {fits}")
-        return fits
 
     # -- the hits ----------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from ._schemas import (
     Health,
     NodeResponse,
     Ready,
-    RerankDocument,
+    RerankedDocument,
     RerankRequest,
     RerankResponse,
     RerankResult,
@@ -142,13 +142,14 @@ def create_app(
         return await service.retrieve(who, body, REQUEST_ID.get())
 
     async def cohere_rerank(body: RerankRequest, who: Principal = caller) -> RerankResponse:
-        """Rerank `documents` (Cohere) or `texts` (TEI) for `query`: P(yes) from the judge's
-        binary judgments of all documents in one shared context."""
-        ranked, usage, texts = await service.rerank(body)
+        """Rerank `documents` (Cohere) or `texts` (TEI) for `query` as a walk's passage stage
+        judges its candidates (P(yes) in one shared context), then reorder the best by its
+        multiple choice; with `tree`, that tree's word statistics, and passages by `id`."""
+        ranked, usage, texts = await service.rerank(who, body)
         return RerankResponse(
             id=REQUEST_ID.get(),
             results=[RerankResult(index=i, relevance_score=round(score, 6),
-                                  document=RerankDocument(text=texts[i]) if body.return_documents else None)
+                                  document=RerankedDocument(text=texts[i]) if body.return_documents else None)
                      for i, score in ranked],
             usage=UsageOut(**usage),
             meta={"judge": gated.name, "billed_units": {"input_tokens": usage.get("input_tokens", 0)}},
@@ -162,7 +163,7 @@ def create_app(
               responses=_errors(401, 413, 422, 502, 503, 504))
     async def tei_rerank(body: RerankRequest, who: Principal = caller) -> list[TeiRerankResult]:
         """Hugging Face TEI's rerank: a list of {index, score}, best first."""
-        ranked, _, texts = await service.rerank(body)
+        ranked, _, texts = await service.rerank(who, body)
         return [TeiRerankResult(index=i, score=round(score, 6), text=texts[i] if body.return_text else None)
                 for i, score in ranked]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._settings import ServeLimits
 
@@ -115,15 +115,28 @@ class RetrieveResponse(BaseModel):
 
 
 class RerankDocument(BaseModel):
+    """A document to rerank: its `text` (Cohere's shape), or, with the request's `tree`,
+    the `id` of one of that tree's passages."""
+
     model_config = STRICT
-    text: str
+    text: str | None = None
+    id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> RerankDocument:
+        if (self.text is None) == (self.id is None):
+            raise ValueError("a document gives either 'text' or a passage 'id'")
+        return self
 
 
 class RerankRequest(BaseModel):
-    """Cohere's (`documents`, `top_n`) or Hugging Face TEI's (`texts`) request shape."""
+    """Cohere's (`documents`, `top_n`) or Hugging Face TEI's (`texts`) request shape; `tree`
+    (optional) names a served tree whose word statistics the judge uses and whose passages
+    documents may name by `id`."""
 
     model_config = ConfigDict(extra="ignore")  # other clients' optional knobs (truncate, model …)
     query: str = Field(pattern=r"\S")
+    tree: str | None = None
     documents: list[str | RerankDocument] | None = None
     texts: list[str] | None = None
     top_n: int | None = Field(None, ge=1)
@@ -132,10 +145,14 @@ class RerankRequest(BaseModel):
     timeout: float | None = Field(None, gt=0)
 
 
+class RerankedDocument(BaseModel):
+    text: str
+
+
 class RerankResult(BaseModel):
     index: int
     relevance_score: float
-    document: RerankDocument | None = None
+    document: RerankedDocument | None = None
 
 
 class RerankResponse(BaseModel):

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._answer import strip_citations
-from .._app import metadata_keys
+from .._app import metadata_keys, rerank_texts
 from .._errors import (
     DecisionRAGError,
     InputError,
@@ -25,12 +24,11 @@ from .._errors import (
     JudgeUnavailable,
     NavigationError,
 )
-from .._judges import Judge, load_judge
+from .._judges import Judge, Usage, load_judge
 from .._navigate import PRESET_NAMES, Hit, Navigator, Result
-from .._navigate._html import walk_stages
-from .._navigate._render import PREAMBLE, Entry, binary_request, pack, render_query
 from .._query import Query, Turn
 from .._tree import Node, NodeKind
+from .._walkpage import walk_stages
 from ._auth import Principal
 from ._conversations import ConversationKey, ConversationState, ConversationStore, open_conversations
 from ._errors import ServeError, invalid, too_large
@@ -55,7 +53,6 @@ from ._schemas import (
 from ._settings import ServeLimits, ServeSettings
 from ._trees import TreeRegistry
 
-LIST_TOKENS = 12  # the list's opening and closing lines around the candidates
 _ROLES = {"user": "user", "assistant": "agent", "agent": "agent"}
 
 
@@ -240,36 +237,35 @@ class Service:
 
     # -- rerank --------------------------------------------------------------------------
 
-    async def rerank(self, body: RerankRequest) -> tuple[list[tuple[int, float]], dict[str, Any], list[str]]:
-        """(index, P(yes)) best first, cut to `top_n`; the usage; the document texts."""
-        texts = self._rerank_texts(body)
+    async def rerank(self, principal: Principal, body: RerankRequest
+                     ) -> tuple[list[tuple[int, float]], dict[str, Any], list[str]]:
+        """(index, score) best first, cut to `top_n`; the usage; the documents' texts.
+
+        The documents are judged as a walk's passage stage judges its candidates, then
+        reordered by its choice step (`decisionrag._app.rerank_texts`). With `tree` (a tree
+        this key may read), that tree's word statistics are used, and documents given by
+        passage id are the tree's passages, reranked by the walk's own last stages
+        (`Navigator.arerank`: stored vectors, the page and headings above each)."""
+        items = self._rerank_items(body)
         check_timeout(body.timeout, self.limits)
+        if body.tree is not None:
+            principal.check(body.tree)
         self.gate.admit()
-        query_text = render_query(Query(body.query), "qa")
-        entries = [Entry(str(i), text, in_context=True) for i, text in enumerate(texts)]
-        judge = self.judge
-        chunks = pack(
-            entries, judge.count_tokens,
-            overhead=judge.count_tokens(PREAMBLE + query_text) + LIST_TOKENS,
-            max_candidates=judge.limits.max_questions, max_tokens=judge.limits.max_tokens,
-            keep_siblings=False,
-        )
-        requests = [binary_request(query_text, chunk, "passage", "qa") for chunk in chunks]
+        query = Query(body.query)
+        if body.tree is None:
+            texts = [text for text, _ in items]
+            ranked, usage, _ = await self._deadline(rerank_texts(self.judge, query, texts),
+                                                    body.timeout)
+            order = [(r.index, r.binary) for r in ranked]
+        else:
+            with self.registry.lease(body.tree) as served:
+                navigator = self._navigator(served.navigator, None)
+                order, usage, texts = await self._deadline(
+                    _rerank_on_tree(navigator, query, items), body.timeout)
+        return order[: body.top_n or len(order)], usage.to_dict(), texts
 
-        async def judge_all() -> list[Any]:
-            return list(await asyncio.gather(*(judge.binary(request) for request in requests)))
-
-        results = await self._deadline(judge_all(), body.timeout)
-        scores: list[float] = []
-        usage = None
-        for result in results:
-            scores.extend(result.probabilities)
-            usage = result.usage if usage is None else usage + result.usage
-        ranked = sorted(enumerate(scores), key=lambda pair: (-pair[1], pair[0]))
-        top_n = body.top_n or len(ranked)
-        return ranked[:top_n], (usage.to_dict() if usage is not None else {}), texts
-
-    def _rerank_texts(self, body: RerankRequest) -> list[str]:
+    def _rerank_items(self, body: RerankRequest) -> list[tuple[str, str | None]]:
+        """The documents as (text, passage id): a text, or a passage of `body.tree` by id."""
         limits = self.limits
         if len(body.query) > limits.max_query_chars:
             raise invalid("query", f"{len(body.query):,} characters; at most {limits.max_query_chars:,}")
@@ -278,18 +274,22 @@ class Service:
         if (body.documents is None) == (body.texts is None):
             raise invalid("documents", "give either 'documents' (Cohere) or 'texts' (TEI)")
         field = "documents" if body.documents is not None else "texts"
-        items = body.documents if body.documents is not None else body.texts
-        assert items is not None
-        texts = [item if isinstance(item, str) else item.text for item in items]
-        if not texts:
+        given = body.documents if body.documents is not None else body.texts
+        assert given is not None
+        items = [(item, None) if isinstance(item, str) else (item.text or "", item.id)
+                 for item in given]
+        if not items:
             raise invalid(field, "is empty")
-        if len(texts) > limits.max_documents:
-            raise invalid(field, f"{len(texts):,} documents; at most {limits.max_documents:,}")
-        for index, text in enumerate(texts):
-            if len(text) > limits.max_document_chars:
+        if len(items) > limits.max_documents:
+            raise invalid(field, f"{len(items):,} documents; at most {limits.max_documents:,}")
+        by_id = [passage is not None for _, passage in items]
+        if any(by_id) and (not all(by_id) or body.tree is None):
+            raise invalid(field, "documents given by passage 'id' must all be, and need 'tree'")
+        for index, (text, passage) in enumerate(items):
+            if passage is None and len(text) > limits.max_document_chars:
                 raise invalid(f"{field}[{index}]", f"{len(text):,} characters; at most "
                               f"{limits.max_document_chars:,}")
-        return texts
+        return items
 
     # -- trees and nodes -----------------------------------------------------------------
 
@@ -397,8 +397,25 @@ def service_error(exc: DecisionRAGError) -> ServeError:
     return ServeError(500, "internal_error", str(exc))
 
 
-def new_request_id() -> str:
-    return uuid.uuid4().hex
+async def _rerank_on_tree(navigator: Navigator, query: Query, items: list[tuple[str, str | None]]
+                          ) -> tuple[list[tuple[int, float]], Usage, list[str]]:
+    """Rerank on a served tree: passages by id through the walk's last stages (each hit's
+    collapsed duplicates right after it, with its score), texts with the tree's statistics."""
+    ids = [passage for _, passage in items]
+    if all(passage is not None for passage in ids):
+        try:
+            result = await navigator.arerank(query, [str(p) for p in ids], k=len(ids))
+        except InputError as exc:
+            raise invalid("documents", str(exc)) from exc
+        index = {passage: i for i, passage in enumerate(ids)}
+        order = [(index[key], hit.score) for hit in result.hits
+                 for key in (hit.node.key, *(place.key for place in hit.also_at))]
+        texts = [navigator.view.passage(str(p)).text for p in ids]
+        return order, result.usage, texts
+    texts = [text for text, _ in items]
+    ranked, usage, _ = await rerank_texts(navigator.judge, query, texts,
+                                          statistics=navigator.view.lexicon)
+    return [(r.index, r.binary) for r in ranked], usage, texts
 
 
 __all__ = ["Service", "build_service", "too_large"]

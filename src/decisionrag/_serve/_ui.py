@@ -2,7 +2,7 @@
 
 It browses a tree (``/v1/trees``, the node endpoint a page of children at a time), searches it
 (``/v1/retrieve`` with ``walk: true``, filters from ``/v1/trees/{name}/metadata``), draws the
-walk with the walk page's own stylesheet and script (`_navigate._html_assets`, served here as
+walk with the walk page's own stylesheet and script (`decisionrag._walkpage`, served here as
 files) and, when the server has an answer model, streams ``/v1/answer``. It holds no logic of
 its own: every figure it shows comes from those endpoints, with the caller's key.
 
@@ -23,8 +23,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from .._navigate import PRESET_NAMES
-from .._navigate._html import LEGEND
-from .._navigate._html_assets import SCRIPT, STYLE
+from .._walkpage import LEGEND, SCRIPT, STYLE
 from ._errors import ServeError
 from ._settings import ServeSettings
 

@@ -94,6 +94,12 @@ class Tree:
             return self._one("SELECT {} FROM nodes WHERE id=?", (ref,))
         return self._one("SELECT {} FROM nodes WHERE key=?", (ref,))
 
+    def has_passage(self, key: str) -> bool:
+        """Whether a passage has the key `key`."""
+        row = self._db.execute("SELECT 1 FROM nodes WHERE key=? AND kind=?",
+                               (key, int(NodeKind.PASSAGE))).fetchone()
+        return row is not None
+
     def keys_of(self, ids: Sequence[int]) -> list[str]:
         """The keys of nodes `ids`, in that order (one query per 900 ids); KeyError if one
         is absent."""

@@ -11,10 +11,13 @@
 ``score`` and ``path`` (as the LangChain retriever's documents). Give ``url=`` (a
 ``decisionrag serve`` address) instead of a tree file to retrieve from a server.
 
-`DecisionRAGReranker` (a node postprocessor) puts the nodes it is given into one shared
-context in their given order, asks the decision model one yes/no question per node and one
-multiple-choice question over the best ``choice_top``, and returns them best first (the top
-``top_n`` when set), each scored by its P(yes).
+`DecisionRAGReranker` (a node postprocessor) judges the nodes it is given as a walk's passage
+stage judges its candidates — one shared context in their given order, one yes/no question
+per node — then reorders the best ``choice_top`` by the walk's multiple-choice step, and
+returns them best first (the top ``top_n`` when set), each scored by its P(yes). With
+``tree=`` (a tree file), that tree's word statistics are used, and nodes whose ids are the
+tree's passages (as `DecisionRAGRetriever` returns them) are reranked exactly as the walk's
+last stages rerank them (`Navigator.arerank`: stored vectors, page and headings above).
 
 Needs ``pip install 'decisionrag[llamaindex]'`` (llama-index-core >= 0.14).
 """
@@ -35,8 +38,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("llama-index-core", "llamaindex") from exc
 
-from .._app import rerank_texts
+from .._app import Navigator, rerank_texts
 from .._judges import Judge, load_judge
+from .._query import Query
 from .._sync import run_sync
 from ._source import Passage, check_k, open_source
 
@@ -90,8 +94,10 @@ class DecisionRAGReranker(BaseNodePostprocessor):
     top_n: int | None = Field(default=None, description="nodes to keep (None: all, reordered)")
     choice_top: int = Field(default=20, description="shortlist size of the multiple-choice question")
     title_key: str | None = Field(default=None, description="node metadata key printed above each node")
+    tree: str | None = Field(default=None, description="a tree file: its statistics, its passages by id")
 
     _judge: Judge | None = PrivateAttr(default=None)
+    _navigator: Navigator | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -103,6 +109,13 @@ class DecisionRAGReranker(BaseNodePostprocessor):
             self._judge = self.judge if isinstance(self.judge, Judge) else load_judge(self.judge)
         return self._judge
 
+    @property
+    def navigator(self) -> Navigator | None:
+        """The navigator over `tree` (None without one), made on first use."""
+        if self.tree is not None and self._navigator is None:
+            self._navigator = Navigator(os.fspath(self.tree), self.loaded_judge)
+        return self._navigator
+
     def _postprocess_nodes(self, nodes: list[NodeWithScore],
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return run_sync(self._apostprocess_nodes(nodes, query_bundle))
@@ -113,11 +126,28 @@ class DecisionRAGReranker(BaseNodePostprocessor):
             raise ValueError("DecisionRAGReranker needs the query (query_str= or query_bundle=)")
         if not nodes:
             return []
+        navigator = self.navigator
+        ids = [str(n.node.node_id) for n in nodes]
+        if navigator is not None and all(navigator.tree.has_passage(i) for i in ids):
+            return await self._rerank_passages(navigator, nodes, ids, query_bundle.query_str)
         texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
         titles = None
         if self.title_key:
             titles = [str(n.node.metadata.get(self.title_key, "")) for n in nodes]
-        ranked, _ = await rerank_texts(self.loaded_judge, query_bundle.query_str, texts,
-                                       titles=titles, choice_top=self.choice_top)
+        ranked, _, _ = await rerank_texts(
+            self.loaded_judge, query_bundle.query_str, texts, titles=titles,
+            choice_top=self.choice_top,
+            statistics=navigator.view.lexicon if navigator is not None else None)
         kept = ranked if self.top_n is None else ranked[: self.top_n]
         return [NodeWithScore(node=nodes[r.index].node, score=r.binary) for r in kept]
+
+    async def _rerank_passages(self, navigator: Navigator, nodes: list[NodeWithScore],
+                               ids: list[str], query: str) -> list[NodeWithScore]:
+        """Nodes that are passages of `tree`, by the walk's last stages (their duplicates
+        right after them, as the walk collapsed them)."""
+        result = await navigator.arerank(Query(query), ids, k=len(ids))
+        by_id = {key: n for key, n in zip(ids, nodes, strict=True)}
+        ranked = [(key, hit.score) for hit in result.hits
+                  for key in (hit.node.key, *(place.key for place in hit.also_at))]
+        kept = ranked if self.top_n is None else ranked[: self.top_n]
+        return [NodeWithScore(node=by_id[key].node, score=score) for key, score in kept]

@@ -12,14 +12,12 @@ import html
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._navigate import Hit, Result, StageTrace
+from .._navigate._pages import page_reference
 from .._tree import Node, NodeKind
-from ._html_assets import SCRIPT, STYLE
-from ._pages import page_reference
-
-if TYPE_CHECKING:  # annotations only: `Result.to_html` imports this module
-    from ._result import Hit, Result, StageTrace
+from ._assets import SCRIPT, STYLE
 
 # How to read the walk, for a first-time reader: on the walk page and in the server's console.
 LEGEND = (

@@ -1,0 +1,153 @@
+"""Ranking a judged level and deciding what survives it: pruning and the rescoring pass.
+
+A level's nodes are judged by the `LevelEngine` (`_level`); here their scores become a
+`Ranking` (best first, ties in reading order), the level's budget (`StageSettings`) says
+how many are kept, and a level that was split into several requests has its pooled top N
+rescored together in one request (`rescore`) before keeping, so candidates judged in
+different contexts are compared in one.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .._tree import Node, NodeKind
+from ._config import POOLED, StageSettings
+from ._level import LevelEngine, ReadAhead
+from ._render import Kind
+from ._result import Stage, StageTrace
+from ._view import TreeView
+
+_KEY = operator.attrgetter("key")
+
+
+@dataclass(slots=True)
+class Scored:
+    """A judged candidate: its node, its own P(yes) and its ranking score."""
+
+    node: Node
+    binary: float
+    score: float
+
+
+@dataclass(slots=True)
+class Ranking:
+    """A judged level: its nodes in reading order and their scores (`values` in that order).
+    Best first means by descending score, ties in reading order; `order` fixes that order
+    when it is not the scores' (after a rescoring pass). Node lists and `Scored` items are
+    made only for the prefix a caller keeps (levels can be 16,000 pages)."""
+
+    nodes: list[Node]
+    scores: dict[str, float]
+    values: npt.NDArray[np.float64]
+    order: list[int] | None = None
+
+    @classmethod
+    def of(cls, nodes: list[Node], values: Sequence[float]) -> Ranking:
+        return cls(nodes, dict(zip(map(_KEY, nodes), values, strict=True)),
+                   np.asarray(values, dtype=np.float64))
+
+    def positions(self, n: int | None = None) -> list[int]:
+        if self.order is not None:
+            return self.order if n is None else self.order[:n]
+        return best_first(self.values, n)
+
+    def ranked(self, n: int | None = None) -> list[Node]:
+        return list(map(self.nodes.__getitem__, self.positions(n)))
+
+    def top(self, n: int | None = None) -> list[Scored]:
+        return [Scored(node, self.scores[node.key], self.scores[node.key]) for node in self.ranked(n)]
+
+    def keep_count(self, settings: StageSettings) -> int:
+        """How many survive: the level's budget (pruning)."""
+        return settings.keep_count(len(self.nodes), [self.scores[n.key] for n in self.ranked(1)])
+
+
+def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[int]:
+    """Positions of the `n` (default all) best `values`: by descending value, ties in their
+    given (reading) order. In numpy: Python's sort of 16,000 pages compares float objects
+    scattered over the heap, and a page level keeps only its top 30 (partitioned first)."""
+    negated = -values
+    if n is not None and n < len(negated):
+        if n <= 0:
+            return []
+        cut = np.partition(negated, n - 1)[n - 1]
+        chosen = np.flatnonzero(negated <= cut)  # the n best and all tied with the n-th
+        best: list[int] = chosen[np.argsort(negated[chosen], kind="stable")][:n].tolist()
+        return best
+    order: list[int] = np.argsort(negated, kind="stable").tolist()
+    return order
+
+
+async def judge_level(
+    levels: LevelEngine,
+    view: TreeView,
+    kind: Kind,
+    nodes: list[Node],
+    settings: StageSettings,
+    name: str,
+    notepad: Sequence[str] = (),
+    read_ahead: ReadAhead | None = None,
+) -> tuple[Ranking, StageTrace]:
+    """Judge `nodes` (reading order) as `view` renders them and rank them best first, ties
+    in reading order; a split level's pooled top `settings.rescore_top` is rescored."""
+    stage = levels.new_stage(name, list(map(_KEY, nodes)))
+    if not nodes:
+        levels.trace.stages.append(stage)
+        return Ranking([], {}, np.zeros(0)), stage
+    entries = view.entries(kind, nodes, settings.render)
+    values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
+    ranking = Ranking.of(nodes, values)
+    stage.scores, stage.nodes = dict(ranking.scores), nodes
+    if settings.rescore_top and stage.requests > 1:
+        stage = await rescore(levels, view, stage, kind, ranking, settings.rescore_top, notepad)
+    return ranking, stage
+
+
+async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: Kind,
+                  ranking: Ranking, n: int, notepad: Sequence[str]) -> StageTrace:
+    """Rescore the pooled top `n` of a split level together, with their full descriptions,
+    in reading order; the rescored ones then rank first, by their new scores."""
+    keys = list(map(_KEY, ranking.nodes))
+    top = ranking.positions(n)
+    best = [ranking.nodes[i] for i in top]
+    first.kept = [(node.key, ranking.scores[node.key]) for node in best]
+    first.titles = {node.key: display(node) for node in best}
+    levels.trace.stages.append(first)
+    reading = [ranking.nodes[i] for i in sorted(top)]
+    stage = levels.new_stage(Stage.rescore(first.name), list(map(_KEY, reading)))
+    entries = [view.entry(kind, node, "description") for node in reading]
+    values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
+    fresh = dict(zip(map(_KEY, reading), values, strict=True))
+    ranking.scores.update(fresh)
+    stage.scores, stage.nodes = fresh, reading
+    ranking.values = np.fromiter(map(ranking.scores.__getitem__, keys), np.float64, len(keys))
+    order = ranking.positions()
+    ranking.order = [i for i in order if keys[i] in fresh] + [i for i in order if keys[i] not in fresh]
+    return stage
+
+
+def display(node: Node) -> str:
+    """How the trace names a kept candidate: a passage's text, a section's heading path,
+    otherwise the node's label."""
+    if node.kind == NodeKind.PASSAGE:
+        return node.text
+    if node.kind == NodeKind.SECTION:
+        return " > ".join(node.heading)
+    return node.label
+
+
+def close_stage(levels: LevelEngine, stage: StageTrace, kept: Sequence[Scored],
+                opened: list[str]) -> None:
+    """Record on `stage` what was kept (and shown as titles) and opened."""
+    stage.filtered = levels.trace.filtered.get(stage.name, 0)
+    stage.kept = [(s.node.key, s.score) for s in kept]
+    stage.opened = opened
+    stage.titles = {s.node.key: display(s.node) for s in kept}
+    if stage not in levels.trace.stages:
+        levels.trace.stages.append(stage)
