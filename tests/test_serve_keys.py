@@ -46,7 +46,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     return {}
 
 
-def serving(folder: Path, key_file: Path, standin: ChatStandIn, **changes: Any) -> AbstractContextManager[str]:
+def serving(folder: Path, key_file: Path, standin: ChatStandIn,
+            **changes: Any) -> AbstractContextManager[str]:
     trees = {"docs": write_tree(folder / "docs.tree"), "garden": write_tree(folder / "garden.tree", CORPUS_B)}
     return live_server(settings(trees, api_key_file=str(key_file), generator="openai-compatible:stand-in",
                                 generator_base_url=standin.base_url, **changes))

@@ -53,7 +53,8 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-def store_at(url: str, capacity: int = 1_000, ttl: float = 3_600.0, timeout: float = 1.0) -> RedisConversations:
+def store_at(url: str, capacity: int = 1_000, ttl: float = 3_600.0,
+             timeout: float = 1.0) -> RedisConversations:
     store = open_conversations(capacity, ttl, None, url, timeout)
     assert isinstance(store, RedisConversations)
     return store
