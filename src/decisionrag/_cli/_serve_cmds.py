@@ -60,7 +60,8 @@ def _service_arguments(parser: argparse.ArgumentParser) -> None:
                         "so a turn may land on any host, and the per-key rates (the 'redis' extra)")
     parser.add_argument("--requests-per-minute", type=int, metavar="N",
                         help="requests each API key may send per minute (a key file entry may set "
-                        "its own); shared by every replica with --state, else per process")
+                        "its own; without keys, all callers together); shared by every replica "
+                        "with --state, else per process")
     parser.add_argument("--judge-tokens-per-minute", type=int, metavar="N",
                         help="judge input tokens each API key may spend per minute (as above)")
     parser.add_argument("--api-key-file", metavar="FILE",
