@@ -391,3 +391,37 @@ def retried(call: Any, seconds: float = 10) -> httpx.Response:
         time.sleep(float(response.headers.get("Retry-After", "1")))
     assert response.status_code == 200, response.text
     return response
+
+
+def test_an_answer_that_cannot_be_kept_is_a_503_and_leaves_the_conversation_whole(
+        own_redis: RedisServer, tmp_path: Path) -> None:
+    from _chat_standin import cite_first
+    from _serve_helpers import live_server, settings
+
+    from decisionrag import Client
+    from decisionrag._errors import ServerError
+
+    def answer_then_lose_redis(body: dict[str, Any]) -> str:  # Redis dies while the model writes
+        own_redis.kill()
+        return cite_first(body)
+
+    tree = write_tree(tmp_path / "docs.tree")
+    with ChatStandIn(answer_then_lose_redis) as standin, live_server(settings(
+            {"docs": tree}, state_url=own_redis.url, generator="openai-compatible:stand-in",
+            generator_base_url=standin.base_url)) as url, Client(url) as client:
+        with pytest.raises(ServerError) as caught:
+            client.answer("How do I renew my passport?", conversation_id="c", k=2, top=1)
+        assert caught.value.status == 503 and caught.value.type == "state_unavailable"
+        own_redis.start()
+        time.sleep(BREAK_SECONDS + 0.1)
+        seen: list[str] = []
+        with pytest.raises(ServerError) as caught:
+            for event in client.stream_answer("And if it was stolen?", conversation_id="c", k=2, top=1):
+                seen.append(event.kind)
+        assert caught.value.type == "state_unavailable"  # the stream ends in an error, not `done`
+        assert seen[0] == "retrieved" and "delta" in seen and "done" not in seen
+        own_redis.start()
+        time.sleep(BREAK_SECONDS + 0.1)
+        kept = client.conversation("c")["messages"]
+    assert [(m["role"], m["content"]) for m in kept] == [  # each question, no answer half-kept
+        ("user", "How do I renew my passport?"), ("user", "And if it was stolen?")]
