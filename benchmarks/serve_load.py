@@ -148,7 +148,8 @@ async def one_client(urls: list[str], questions: list[dict[str, str]], latencies
                 errors.append(type(exc).__name__)
                 continue
             if response.status_code != 200 or not response.json().get("results"):
-                errors.append(str(response.status_code))
+                kind = response.json().get("error", {}).get("type", "") if response.status_code != 200 else ""
+                errors.append(f"{response.status_code} {kind}".strip())
                 continue
             latencies.append(time.perf_counter() - start)
 
@@ -169,6 +170,7 @@ async def load(urls: list[str], clients: int, questions: list[dict[str, str]], p
         for c in range(clients)))
     wall = time.perf_counter() - start
     return {"requests": clients * per_client, "errors": len(errors), "wall_s": wall,
+            "error_kinds": {kind: errors.count(kind) for kind in sorted(set(errors))},
             "p50": statistics.median(latencies) if latencies else float("nan"),
             "p99": percentile(latencies, 0.99), "throughput": len(latencies) / wall}
 
@@ -227,7 +229,8 @@ def main() -> int:
         print(f"{name:<22}{row['requests']:>9}{row['errors']:>8}{row['p50']:>8.3f}{row['p99']:>8.3f}"
               f"{row['throughput']:>8.1f}{row['wall_s']:>8.1f}")
     errors = loaded["errors"] + single["errors"]
-    print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)")
+    print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)"
+          + (f": {loaded['error_kinds']}" if loaded["errors"] else ""))
     if kept is not None:
         print(f"conversation turns kept: {kept[0]} of {kept[1]} (target: all)")
     print("RSS per process (MB): " + ", ".join(

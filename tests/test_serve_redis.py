@@ -220,6 +220,32 @@ def test_redis_down_is_a_quick_503_and_it_is_used_again_once_back(own_redis: Red
     asyncio.run(run())
 
 
+def test_a_timeout_among_successes_fails_that_request_only(redis: RedisServer) -> None:
+    async def run() -> None:
+        state = RedisState(redis.url, 0.3)
+
+        async def slow(client: Any) -> None:  # this process behind, not Redis
+            await asyncio.sleep(1)
+
+        try:
+            await state.run(lambda client: client.ping())
+            lagging = asyncio.ensure_future(state.run(slow))
+            await asyncio.sleep(0.1)
+            assert await state.run(lambda client: client.ping())  # Redis answers meanwhile
+            with pytest.raises(ServeError):
+                await lagging
+            assert state.available and await state.run(lambda client: client.ping())
+            with pytest.raises(ServeError):  # nothing else succeeded: taken for down
+                await state.run(slow)
+            assert not state.available
+            with pytest.raises(ServeError):
+                await state.run(lambda client: client.ping())  # at once, without trying
+        finally:
+            await state.aclose()
+
+    asyncio.run(run())
+
+
 def test_urls_are_checked_and_passwords_never_shown() -> None:
     assert redact("redis://user:s3cret@db.internal:6380/2") == "redis://user:***@db.internal:6380/2"
     assert redact("rediss://:s3cret@db/0") == "rediss://:***@db/0"
@@ -397,7 +423,6 @@ def test_an_answer_that_cannot_be_kept_is_a_503_and_leaves_the_conversation_whol
         own_redis: RedisServer, tmp_path: Path) -> None:
     from _chat_standin import cite_first
     from _serve_helpers import live_server, settings
-
     from decisionrag import Client
     from decisionrag._errors import ServerError
 

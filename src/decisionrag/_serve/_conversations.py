@@ -86,7 +86,7 @@ class ConversationStore(Protocol):
 
 
 def open_conversations(capacity: int, ttl: float, folder: str | None, url: str | None = None,
-                       timeout: float = 1.0) -> ConversationStore:
+                       timeout: float = 2.0) -> ConversationStore:
     """The store of a server: Redis at `url` (every replica), else shared files in `folder`
     (every worker of one host), else this process's memory. `timeout`: the most one Redis
     operation may wait."""

@@ -5,10 +5,12 @@ the rate buckets `_rates`).
 `RedisState` owns one connection pool (redis-py's asyncio client, the 'redis' extra, imported
 when a server is started with a Redis URL). Every operation runs through `RedisState.run`:
 bounded by a timeout, and any failure (refused, reset, slow, a Redis error) becomes a 503
-``state_unavailable`` with ``Retry-After``. After a failure the state is taken for down for a
-second (`BREAK_SECONDS`), so requests that need it are answered at once rather than each
-waiting out its timeout; then the next operation tries again, on a new connection if the old
-one broke, so a restarted Redis is used again without restarting the server.
+``state_unavailable`` with ``Retry-After``. After a connection failure, or a timeout while no
+other operation succeeded either, the state is taken for down for a second (`BREAK_SECONDS`),
+so requests that need it are answered at once rather than each waiting out its timeout (a
+timeout among successes is this process being slow, not Redis: that request alone fails);
+then the next operation tries again, on a new connection if the old one broke, so a restarted
+Redis is used again without restarting the server.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class RedisState:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._down_until = 0.0
         self._down = False
+        self._succeeded = 0.0  # when an operation last succeeded (monotonic)
+        self._slow_logged = -60.0
         self._scripts: dict[str, Any] = {}
 
     def client(self) -> Any:
@@ -122,25 +126,34 @@ class RedisState:
         if not self.available:
             raise self.unavailable()
         from redis.exceptions import RedisError
+        from redis.exceptions import TimeoutError as RedisTimeout
 
         bound = self.timeout if timeout is None else max(0.01, min(timeout, self.timeout))
+        started = time.monotonic()
         try:
             result = await asyncio.wait_for(operation(self.client()), bound)
-        except asyncio.TimeoutError as exc:
-            raise self._failed(f"no answer within {bound:g} s") from exc
+        except (asyncio.TimeoutError, RedisTimeout) as exc:
+            # Redis is slow, or this process is (its event loop behind under load): taken for
+            # down only when nothing at all succeeded meanwhile
+            raise self._failed(f"no answer within {bound:g} s", self._succeeded < started) from exc
         except (RedisError, OSError) as exc:
-            raise self._failed(f"{type(exc).__name__}: {exc}") from exc
+            raise self._failed(f"{type(exc).__name__}: {exc}", True) from exc
+        self._succeeded = time.monotonic()
         if self._down:
             self._down = False
             log.warning("shared state %s answers again", self.where)
         return result
 
-    def _failed(self, reason: str) -> ServeError:
+    def _failed(self, reason: str, down: bool) -> ServeError:
         self.failures += 1
-        self._down_until = time.monotonic() + BREAK_SECONDS
-        if not self._down:  # one line per outage, not one per request
-            self._down = True
-            log.error("shared state %s unavailable: %s", self.where, reason)
+        if down:
+            self._down_until = time.monotonic() + BREAK_SECONDS
+            if not self._down:  # one line per outage, not one per request
+                self._down = True
+                log.error("shared state %s unavailable: %s", self.where, reason)
+        elif time.monotonic() - self._slow_logged > 10:
+            self._slow_logged = time.monotonic()
+            log.warning("shared state %s slow: %s (answered 503)", self.where, reason)
         return self.unavailable()
 
     def unavailable(self) -> ServeError:

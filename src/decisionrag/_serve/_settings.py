@@ -45,7 +45,7 @@ class ServeLimits:
     # A key file entry may set its own (see _auth).
     requests_per_minute: int = 0
     judge_tokens_per_minute: int = 0
-    state_timeout: float = 1.0  # the most one conversation-store operation may wait (Redis)
+    state_timeout: float = 2.0  # the most one conversation-store operation may wait (Redis)
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
