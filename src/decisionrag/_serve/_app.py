@@ -220,7 +220,8 @@ def create_app(
         return Health(status="ok", version=__version__)
 
     @app.get("/readyz", response_model=Ready, tags=["operations"],
-             responses={503: {"model": Ready, "description": "draining or no tree open"}})
+             responses={503: {"model": Ready,
+                              "description": "draining, no tree open, or an unusable key file"}})
     async def readyz() -> Response:
         """Ready to take requests (503 while draining at shutdown, or while the API key
         file is missing or unusable: every key is refused then)."""
