@@ -136,7 +136,10 @@ def redis_server(how: str | None) -> Iterator[str | None]:
 
 async def one_client(urls: list[str], questions: list[dict[str, str]], latencies: list[float],
                      errors: list[str], number: int = 0, conversation: str | None = None) -> None:
-    async with httpx.AsyncClient(timeout=120) as client:
+    # idle connections dropped after 1 s: a client taking turns over several servers leaves each
+    # idle for seconds, and reusing one just as uvicorn closes it (its keep-alive is 5 s) would
+    # count as an error of the server
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(keepalive_expiry=1.0)) as client:
         for i, body in enumerate(questions):
             url = urls[(number + i) % len(urls)]
             if conversation is not None:
