@@ -2,6 +2,7 @@
 
     python benchmarks/serve_load.py [--clients 50] [--queries 20] [--workers 1]
         [--judge simulated:latency=0.2] [--data ../shared/data/conditionalqa-dev]
+        [--servers 3 --state start|redis://HOST:PORT/DB] [--conversations]
 
 Builds the ConditionalQA dev tree once (``out/bench/cqa.tree``), starts the real server
 (`python -m decisionrag serve`, uvicorn) on 127.0.0.1 at a free port, then:
@@ -12,6 +13,13 @@ Builds the ConditionalQA dev tree once (``out/bench/cqa.tree``), starts the real
 3. the resident memory of every server process (the supervisor and each worker).
 
 Pass criteria (printed): 0 errors and loaded p50 <= 1.2 × single-client p50.
+
+`--servers N` starts N servers on N ports (replicas, as behind a balancer); client `c` sends its
+`i`-th question to server ``(c + i) % N``. `--state` gives them one Redis (``start``: a private
+`redis-server` on a free port). `--conversations` makes each client's questions one
+conversation (``conversation_id``), so its turns land on every server in turn; at the end each
+conversation is read back (``GET /v1/conversations/{id}``) and the turns kept are counted
+(all of them, or the answer is a failure).
 """
 
 from __future__ import annotations
@@ -20,12 +28,16 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -101,18 +113,46 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-async def one_client(url: str, questions: list[dict[str, str]], latencies: list[float],
-                     errors: list[str]) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
-        for body in questions:
+@contextmanager
+def redis_server(how: str | None) -> Iterator[str | None]:
+    """The Redis the servers share: a private `redis-server` (`start`), the URL given, or none."""
+    if how is None or how.startswith(("redis://", "rediss://")):
+        yield how
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("--state start: no redis-server on PATH (apt-get install redis-server)")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-redis-") as folder:
+        process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", folder,
+                                    "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+async def one_client(urls: list[str], questions: list[dict[str, str]], latencies: list[float],
+                     errors: list[str], number: int = 0, conversation: str | None = None) -> None:
+    # idle connections dropped after 1 s: a client taking turns over several servers leaves each
+    # idle for seconds, and reusing one just as uvicorn closes it (its keep-alive is 5 s) would
+    # count as an error of the server
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(keepalive_expiry=1.0)) as client:
+        for i, body in enumerate(questions):
+            url = urls[(number + i) % len(urls)]
+            if conversation is not None:
+                body = {**body, "conversation_id": conversation}
             start = time.perf_counter()
             try:
-                response = await client.post("/v1/retrieve", json={**body, "k": 10})
+                response = await client.post(f"{url}/v1/retrieve", json={**body, "k": 10})
             except httpx.HTTPError as exc:
                 errors.append(type(exc).__name__)
                 continue
             if response.status_code != 200 or not response.json().get("results"):
-                errors.append(str(response.status_code))
+                kind = response.json().get("error", {}).get("type", "") if response.status_code != 200 else ""
+                errors.append(f"{response.status_code} {kind}".strip())
                 continue
             latencies.append(time.perf_counter() - start)
 
@@ -122,22 +162,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def load(url: str, clients: int, questions: list[dict[str, str]], per_client: int) -> dict[str, float]:
+async def load(urls: list[str], clients: int, questions: list[dict[str, str]], per_client: int,
+               conversations: str | None = None) -> dict[str, float]:
     latencies: list[float] = []
     errors: list[str] = []
     start = time.perf_counter()
     await asyncio.gather(*(
-        one_client(url, [questions[(c * per_client + i) % len(questions)] for i in range(per_client)],
-                   latencies, errors)
+        one_client(urls, [questions[(c * per_client + i) % len(questions)] for i in range(per_client)],
+                   latencies, errors, c, f"{conversations}-{c}" if conversations else None)
         for c in range(clients)))
     wall = time.perf_counter() - start
     return {"requests": clients * per_client, "errors": len(errors), "wall_s": wall,
+            "error_kinds": {kind: errors.count(kind) for kind in sorted(set(errors))},
             "p50": statistics.median(latencies) if latencies else float("nan"),
             "p99": percentile(latencies, 0.99), "throughput": len(latencies) / wall}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--queries", type=int, default=20, help="queries per client")
     parser.add_argument("--workers", type=int, default=1)
@@ -145,28 +187,44 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--serve-arg", action="append", default=[], help="extra `serve` argument")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--servers", type=int, default=1, help="servers (replicas) on as many ports")
+    parser.add_argument("--state", help="Redis the servers share: start (a private one) or a URL")
+    parser.add_argument("--conversations", action="store_true",
+                        help="each client's questions are one conversation, spread over the servers")
     args = parser.parse_args()
 
     tree = ensure_tree(args.data, OUT / "cqa.tree")
     questions = load_questions(args.data)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = start_server(tree, args.judge, args.workers, port, args.serve_arg)
-    try:
-        single = asyncio.run(load(url, 1, questions, args.queries))
-        loaded = asyncio.run(load(url, args.clients, questions, args.queries))
-        memory = {pid: rss_mb(pid) for pid in server_processes(process.pid)}
-        roles = {pid: role(pid, process.pid) for pid in memory}
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(60)
+    with redis_server(args.state) as state:
+        extra = [*args.serve_arg, *(["--state", state] if state else [])]
+        ports = [free_port() for _ in range(args.servers)]
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            for port in ports:
+                processes.append(start_server(tree, args.judge, args.workers, port, extra))
+            single = asyncio.run(load(urls, 1, questions, args.queries))
+            loaded = asyncio.run(load(urls, args.clients, questions, args.queries,
+                                      "client" if args.conversations else None))
+            kept = asyncio.run(turns_kept(urls, args.clients, args.queries)) if args.conversations else None
+            memory = {pid: rss_mb(pid) for process in processes for pid in server_processes(process.pid)}
+            roles = {pid: role(pid, process.pid) for process in processes
+                     for pid in server_processes(process.pid)}
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                process.wait(60)
     workers = [mb for pid, mb in memory.items() if roles[pid] == "worker"] or list(memory.values())
     ratio = loaded["p50"] / single["p50"]
-    figures = {"workers": args.workers, "judge": args.judge, "clients": args.clients,
+    figures = {"workers": args.workers, "servers": args.servers, "state": "redis" if state else "local",
+               "conversations": args.conversations, "turns_kept": kept,
+               "judge": args.judge, "clients": args.clients,
                "queries_per_client": args.queries, "single": single, "loaded": loaded,
                "p50_ratio": ratio,
                "rss_mb": {f"{roles[pid]} {pid}": round(mb, 1) for pid, mb in memory.items()}}
-    print(f"decisionrag serve --workers {args.workers}, judge {args.judge}, tree {tree.name} "
+    print(f"decisionrag serve × {args.servers} --workers {args.workers}{' --state redis' if state else ''}, "
+          f"judge {args.judge}, tree {tree.name}{', conversations' if args.conversations else ''} "
           f"({os.cpu_count()} CPUs)")
     print(f"{'run':<22}{'requests':>9}{'errors':>8}{'p50 s':>8}{'p99 s':>8}{'req/s':>8}{'wall s':>8}")
     for name, row in ((f"1 client × {args.queries}", single),
@@ -174,14 +232,29 @@ def main() -> int:
         print(f"{name:<22}{row['requests']:>9}{row['errors']:>8}{row['p50']:>8.3f}{row['p99']:>8.3f}"
               f"{row['throughput']:>8.1f}{row['wall_s']:>8.1f}")
     errors = loaded["errors"] + single["errors"]
-    print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)")
+    print(f"loaded p50 / single p50 = {ratio:.2f} (target <= 1.2); errors {errors} (target 0)"
+          + (f": {loaded['error_kinds']}" if loaded["errors"] else ""))
+    if kept is not None:
+        print(f"conversation turns kept: {kept[0]} of {kept[1]} (target: all)")
     print("RSS per process (MB): " + ", ".join(
         f"{roles[pid] if len(memory) > 1 else 'worker'} {mb:.0f}"
         for pid, mb in memory.items()) + f"; per worker {statistics.mean(workers):.0f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     ok = loaded["errors"] == 0 and single["errors"] == 0 and ratio <= 1.2
-    return 0 if ok else 1
+    return 0 if ok and (kept is None or kept[0] == kept[1]) else 1
+
+
+async def turns_kept(urls: list[str], clients: int, per_client: int) -> tuple[int, int]:
+    """(user turns stored, user turns sent) over every client's conversation, read back from
+    the servers in turn (the last 50 turns are kept: max_messages)."""
+    found = 0
+    async with httpx.AsyncClient(timeout=60) as client:
+        for c in range(clients):
+            response = await client.get(f"{urls[c % len(urls)]}/v1/conversations/client-{c}")
+            if response.status_code == 200:
+                found += sum(1 for m in response.json()["messages"] if m["role"] == "user")
+    return found, clients * min(per_client, 50)
 
 
 if __name__ == "__main__":

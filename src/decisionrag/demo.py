@@ -69,7 +69,8 @@ def ensure_tree(out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m decisionrag.demo", description=_SUMMARY)
+    parser = argparse.ArgumentParser(prog="python -m decisionrag.demo", description=_SUMMARY,
+                                     allow_abbrev=False)
     parser.add_argument("question", nargs="?", default=DEFAULT_QUESTION)
     parser.add_argument("--judge", default="embedded", help="judge id (default: embedded, offline)")
     parser.add_argument("--preset", default="auto")

@@ -7,6 +7,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import DecisionRAGError
 from ._terminal import SafeStream, printable
@@ -16,8 +17,17 @@ _COMMAND_MODULES = ("_tree_cmds", "_cluster_cmds", "_edit_cmds", "_ask", "_answe
                     "_judge_cmds", "_serve_cmds")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Flags are never abbreviated (`--state` must not be read as `--state-dir`): every
+    command's parser is of this class, since subparsers take their parent's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="decisionrag",
         description="Retriever-free retrieval: build a tree of your documents, then let a "
         "decision model walk it to find the passages that answer a question.",

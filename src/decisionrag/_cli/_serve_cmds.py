@@ -54,6 +54,16 @@ def _service_arguments(parser: argparse.ArgumentParser) -> None:
                         "the server stops, so conversations survive a restart (default: with "
                         "--workers 2+ a temporary folder removed at shutdown; with one worker "
                         "its memory)")
+    parser.add_argument("--state", metavar="URL",
+                        help="Redis every replica shares, redis://HOST:PORT/DB or rediss://... "
+                        "(password in the URL or $DECISIONRAG_REDIS_PASSWORD): conversations, "
+                        "so a turn may land on any host, and the per-key rates (the 'redis' extra)")
+    parser.add_argument("--requests-per-minute", type=int, metavar="N",
+                        help="requests each API key may send per minute (a key file entry may set "
+                        "its own; without keys, all callers together); shared by every replica "
+                        "with --state, else per process")
+    parser.add_argument("--judge-tokens-per-minute", type=int, metavar="N",
+                        help="judge input tokens each API key may spend per minute (as above)")
     parser.add_argument("--api-key-file", metavar="FILE",
                         help="JSON file of hashed API keys (`decisionrag keys add`); without it "
                         "the server only binds a loopback address")
@@ -67,7 +77,7 @@ def _service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                         help="any other limit, e.g. max_k=50, max_body_bytes=200000, max_query_chars, "
                         "max_messages, max_conversation_chars, max_documents, max_timeout, "
-                        "max_conversations, conversation_ttl (repeatable)")
+                        "max_conversations, conversation_ttl, state_timeout (repeatable)")
     parser.add_argument("--reload-interval", type=float, default=1.0, metavar="S",
                         help="how often tree and key files are checked for replacement (default: 1)")
     parser.add_argument("--generator", metavar="ID",
@@ -102,7 +112,8 @@ def _settings(args: argparse.Namespace) -> Any:
             raise InputError(f"--limit {item!r}: expected NAME=VALUE")
         assignments[name.strip()] = value.strip()
     for flag, name in (("timeout", "default_timeout"), ("max_judge_requests", "max_judge_requests"),
-                       ("judge_queue", "max_judge_queue")):
+                       ("judge_queue", "max_judge_queue"), ("requests_per_minute", "requests_per_minute"),
+                       ("judge_tokens_per_minute", "judge_tokens_per_minute")):
         value = getattr(args, flag, None)
         if value is not None:
             assignments[name] = str(value)
@@ -121,6 +132,7 @@ def _settings(args: argparse.Namespace) -> Any:
                          reload_seconds=getattr(args, "reload_interval", 1.0), generator=generator,
                          generator_base_url=getattr(args, "generator_base_url", None),
                          state_dir=getattr(args, "state_dir", None),
+                         state_url=getattr(args, "state", None),
                          ui=not getattr(args, "no_ui", False))
 
 
@@ -179,6 +191,10 @@ def _register_keys(subparsers: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--name", required=True, help="who the key is for (shown in logs)")
     add.add_argument("--tree", action="append", default=[], metavar="NAME",
                      help="a tree the key may read (repeatable; default: all trees)")
+    add.add_argument("--requests-per-minute", type=int, metavar="N",
+                     help="this key's own request rate (default: the server's)")
+    add.add_argument("--judge-tokens-per-minute", type=int, metavar="N",
+                     help="this key's own judge-token rate (default: the server's)")
     add.set_defaults(func=_keys_add)
     listing = actions.add_parser("list", help="the keys' names and trees")
     listing.add_argument("file", type=Path)
@@ -194,7 +210,9 @@ def _register_keys(subparsers: argparse._SubParsersAction[Any]) -> None:
 def _keys_add(args: argparse.Namespace) -> int:
     from .._serve._auth import add_key
 
-    key = add_key(args.file, args.name, args.tree)
+    rates = {name: getattr(args, name) for name in ("requests_per_minute", "judge_tokens_per_minute")
+             if getattr(args, name) is not None}
+    key = add_key(args.file, args.name, args.tree, rates)
     print(key)
     print(f"decisionrag: key {args.name!r} added to {args.file}; it is shown only now", file=sys.stderr)
     return 0
@@ -204,7 +222,8 @@ def _keys_list(args: argparse.Namespace) -> int:
     from .._serve._auth import read_key_file
 
     for principal in read_key_file(args.file).values():
-        print(f"{principal.name}\t{','.join(sorted(principal.trees))}")
+        rates = "".join(f"\t{name}={'none' if value is None else value}" for name, value in principal.rates)
+        print(f"{principal.name}\t{','.join(sorted(principal.trees))}{rates}")
     return 0
 
 

@@ -8,6 +8,7 @@
 >>> print(reply.text, [c.path for c in reply.citations if c.valid])
 >>> for event in client.stream_answer("How do I renew my passport?"):
 ...     print(event.text, end="", flush=True)                        # retrieved, delta..., done
+>>> client.conversation("c1")["messages"]; client.delete_conversation("c1")
 
 Needs only httpx. Errors are `ServerError` (status, type, field, retry_after) or, when the
 server cannot be reached, `ServerError` with status 0.
@@ -105,6 +106,24 @@ class Client:
         body = {**_answer_body("astream_answer", query, top, task, options), "stream": True}
         return self._aevents(body)
 
+    # -- conversations kept on the server (conversation_id) --------------------------------
+
+    def conversation(self, conversation_id: str, *, tree: str | None = None) -> dict[str, Any]:
+        """What the server keeps under `conversation_id` for this key: ``messages`` (the
+        turns, oldest first), ``notepad``, ``expires_in``. `ServerError` 404 when none."""
+        return self._get(_conversation_path(conversation_id), _tree_param(tree))
+
+    async def aconversation(self, conversation_id: str, *, tree: str | None = None) -> dict[str, Any]:
+        return await self._aget(_conversation_path(conversation_id), _tree_param(tree))
+
+    def delete_conversation(self, conversation_id: str, *, tree: str | None = None) -> bool:
+        """Forget the conversation on the server; whether there was one."""
+        return bool(self._delete(_conversation_path(conversation_id), _tree_param(tree))["deleted"])
+
+    async def adelete_conversation(self, conversation_id: str, *, tree: str | None = None) -> bool:
+        data = await self._adelete(_conversation_path(conversation_id), _tree_param(tree))
+        return bool(data["deleted"])
+
     # -- trees ---------------------------------------------------------------------------
 
     def trees(self) -> list[dict[str, Any]]:
@@ -151,6 +170,12 @@ class Client:
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return _json_of(lambda: self._client().get(path, params=params))
+
+    def _delete(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return _json_of(lambda: self._client().delete(path, params=params))
+
+    async def _adelete(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await _ajson_of(self._aclient().delete(path, params=params))
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await _ajson_of(self._aclient().post(path, json=body))
@@ -304,6 +329,14 @@ def _quote(part: str) -> str:
     from urllib.parse import quote
 
     return quote(part, safe="")
+
+
+def _conversation_path(conversation_id: str) -> str:
+    return f"/v1/conversations/{_quote(conversation_id)}"
+
+
+def _tree_param(tree: str | None) -> dict[str, Any] | None:
+    return {"tree": tree} if tree is not None else None
 
 
 def _node_path(tree: str, node_id: str) -> str:

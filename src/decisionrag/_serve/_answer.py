@@ -71,9 +71,10 @@ class AnswerResponse(BaseModel):
     request_id: str
 
 
-def answer_router(service: Any, principal: Any, generator: Generator) -> APIRouter:
+def answer_router(service: Any, principal: Any, generator: Generator, limiter: Any = None) -> APIRouter:
     """The router of ``POST /v1/answer`` over the app's `service`, callers by `principal`
-    (mounted only when the server has an answer model, so its OpenAPI document tells)."""
+    (mounted only when the server has an answer model, so its OpenAPI document tells);
+    `limiter` (a `_rates.KeyLimiter`) takes the judge tokens of the retrieval from the key."""
     router = APIRouter()
     caller = Depends(principal)
 
@@ -83,7 +84,7 @@ def answer_router(service: Any, principal: Any, generator: Generator) -> APIRout
         """Retrieve, then answer from the top passages citing them as [n] (SSE with stream)."""
         request_id = REQUEST_ID.get()
         fields = body.model_dump(exclude={"top", "task", "stream"})
-        retrieval: Retrieval = await service.retrieval(who, RetrieveRequest(**fields), request_id)
+        retrieval: Retrieval = await _retrieval(service, limiter, who, RetrieveRequest(**fields), request_id)
         retrieved, query = retrieval.response, retrieval.query
         sources = retrieved.results[: body.top]
         task = get_task(body.task, query)
@@ -101,10 +102,20 @@ def answer_router(service: Any, principal: Any, generator: Generator) -> APIRout
         generation = GenerationOut(model=generator.name, input_tokens=reply.input_tokens,
                                    output_tokens=reply.output_tokens,
                                    seconds=round(time.perf_counter() - start, 4))
-        retrieval.reply(reply.text)
+        await retrieval.reply(reply.text)
         return answer_response(reply.text, task.name, sources, retrieved, generation, request_id)
 
     return router
+
+
+async def _retrieval(service: Any, limiter: Any, who: Any, body: RetrieveRequest, request_id: str
+                     ) -> Retrieval:
+    if limiter is None:
+        return await service.retrieval(who, body, request_id)
+    async with limiter.judged(who) as meter:
+        retrieval: Retrieval = await service.retrieval(who, body, request_id)
+        meter.tokens = retrieval.response.usage.input_tokens
+    return retrieval
 
 
 def answer_response(text: str, task: str, sources: Sequence[HitOut], retrieved: RetrieveResponse,
@@ -149,7 +160,11 @@ async def _events(generator: Generator, messages: list[dict[str, str]], max_toke
     generation = GenerationOut(model=generator.name, input_tokens=tokens[0], output_tokens=tokens[1],
                                seconds=round(time.perf_counter() - start, 4))
     done = answer_response("".join(pieces), task, sources, retrieved, generation, request_id)
-    retrieval.reply(done.answer)
+    try:
+        await retrieval.reply(done.answer)
+    except ServeError as exc:  # the answer could not be kept (the shared store is down): say so
+        yield _event("error", exc.body(request_id))
+        return
     yield _event("done", done.model_dump())
 
 
@@ -164,8 +179,10 @@ def _responses() -> dict[int | str, dict[str, Any]]:
         401: "no API key, or an unknown one", 403: "the key is not allowed on this tree",
         404: "no such tree", 413: "the request body is too large",
         422: "a field is invalid or over a limit (the field is named)",
+        429: "the key is over its request or judge-token rate (see Retry-After)",
         502: "the judge or the answer model failed",
-        503: "the judge queue is full (see Retry-After)", 504: "the request's deadline passed",
+        503: "the judge queue is full, or the conversation store is unavailable (see Retry-After)",
+        504: "the request's deadline passed",
     }
     found: dict[int | str, dict[str, Any]] = {s: {"model": ErrorResponse, "description": d}
                                               for s, d in described.items()}

@@ -30,10 +30,12 @@ from .._judges import Judge
 from .._navigate import PRESET_NAMES
 from ._answer import answer_router
 from ._auth import KeyRing, Principal
+from ._conversation_routes import conversation_router
 from ._docs import mount_offline_docs
 from ._errors import ServeError, too_large
 from ._logging import REQUEST_ID
 from ._metrics import Metrics
+from ._rates import KeyLimiter
 from ._schemas import (
     ErrorResponse,
     Health,
@@ -71,14 +73,16 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "no API key, or an unknown one", 403: "the key is not allowed on this tree",
         404: "no such tree or node", 413: "the request body is too large",
         422: "a field is invalid or over a limit (the field is named)",
-        503: "the judge queue is full, or the judge is unavailable (see Retry-After)",
+        429: "the key is over its request or judge-token rate (see Retry-After)",
+        503: "the judge queue is full, the judge or the conversation store is unavailable, or the "
+             "key file is unusable (see Retry-After)",
         504: "the request's deadline passed (the body says what was done)",
         502: "the judge failed",
     }
     found: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
         entry: dict[str, Any] = {"model": ErrorResponse, "description": described[status]}
-        if status == 503:
+        if status in (429, 503):
             entry["headers"] = {"Retry-After": {"schema": {"type": "string"},
                                                 "description": "seconds to wait before retrying"}}
         found[status] = entry
@@ -98,12 +102,15 @@ def create_app(
     keys = KeyRing(settings.api_key_file, settings.reload_seconds)
     service = build_service(settings, judge)
     metrics, registry, gated = service.metrics, service.registry, service.judge
+    limiter = KeyLimiter(limits, service.conversations.shared)  # per key, shared through Redis
     generator = load_generator(settings.generator, base_url=settings.generator_base_url) \
         if settings.generator else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await _check_state(service.conversations)
         yield
+        await service.conversations.aclose()
         registry.close()
         await gated.aclose()
         if generator is not None:
@@ -120,15 +127,20 @@ def create_app(
     )
     mount_offline_docs(app)
     app.state.service = service
+    app.state.limiter = limiter
     app.state.settings = settings
     app.state.draining = False
     bearer = HTTPBearer(auto_error=False, description="an API key from `decisionrag keys add`")
 
     async def keyed(request: Request, _: Any = Security(bearer)) -> Principal:  # noqa: B008
-        return keys.authenticate(request.headers.get("authorization"))
+        who = keys.authenticate(request.headers.get("authorization"))
+        await limiter.admit(who)
+        return who
 
     async def open_to_loopback(request: Request) -> Principal:
-        return keys.authenticate(None)
+        who = keys.authenticate(None)
+        await limiter.admit(who)
+        return who
 
     # the security scheme is in the OpenAPI document only when keys are required
     principal = keyed if keys.enabled else open_to_loopback
@@ -136,16 +148,21 @@ def create_app(
     caller = Depends(principal)
 
     @app.post("/v1/retrieve", response_model=RetrieveResponse, tags=["retrieval"],
-              responses=_errors(401, 403, 404, 413, 422, 502, 503, 504))
+              responses=_errors(401, 403, 404, 413, 422, 429, 502, 503, 504))
     async def retrieve(body: RetrieveRequest, who: Principal = caller) -> RetrieveResponse:
         """Rank passages of a tree for a query or a conversation."""
-        return await service.retrieve(who, body, REQUEST_ID.get())
+        async with limiter.judged(who) as meter:
+            response = await service.retrieve(who, body, REQUEST_ID.get())
+            meter.tokens = response.usage.input_tokens
+        return response
 
     async def cohere_rerank(body: RerankRequest, who: Principal = caller) -> RerankResponse:
         """Rerank `documents` (Cohere) or `texts` (TEI) for `query` as a walk's passage stage
         judges its candidates (P(yes) in one shared context), then reorder the best by its
         multiple choice; with `tree`, that tree's word statistics, and passages by `id`."""
-        ranked, usage, texts = await service.rerank(who, body)
+        async with limiter.judged(who) as meter:
+            ranked, usage, texts = await service.rerank(who, body)
+            meter.tokens = int(usage.get("input_tokens", 0))
         return RerankResponse(
             id=REQUEST_ID.get(),
             results=[RerankResult(index=i, relevance_score=round(score, 6),
@@ -157,13 +174,15 @@ def create_app(
 
     for path in ("/v1/rerank", "/v2/rerank"):
         app.post(path, response_model=RerankResponse, tags=["rerank"],
-                 responses=_errors(401, 413, 422, 502, 503, 504))(cohere_rerank)
+                 responses=_errors(401, 413, 422, 429, 502, 503, 504))(cohere_rerank)
 
     @app.post("/rerank", response_model=list[TeiRerankResult], tags=["rerank"],
-              responses=_errors(401, 413, 422, 502, 503, 504))
+              responses=_errors(401, 413, 422, 429, 502, 503, 504))
     async def tei_rerank(body: RerankRequest, who: Principal = caller) -> list[TeiRerankResult]:
         """Hugging Face TEI's rerank: a list of {index, score}, best first."""
-        ranked, _, texts = await service.rerank(who, body)
+        async with limiter.judged(who) as meter:
+            ranked, usage, texts = await service.rerank(who, body)
+            meter.tokens = int(usage.get("input_tokens", 0))
         return [TeiRerankResult(index=i, score=round(score, 6), text=texts[i] if body.return_text else None)
                 for i, score in ranked]
 
@@ -202,10 +221,14 @@ def create_app(
         return Health(status="ok", version=__version__)
 
     @app.get("/readyz", response_model=Ready, tags=["operations"],
-             responses={503: {"model": Ready, "description": "draining or no tree open"}})
+             responses={503: {"model": Ready,
+                              "description": "draining, no tree open, or an unusable key file"}})
     async def readyz() -> Response:
-        """Ready to take requests (503 while draining at shutdown)."""
-        status = "draining" if app.state.draining else "ready" if registry.names else "not_ready"
+        """Ready to take requests (503 while draining at shutdown, or while the API key
+        file is missing or unusable: every key is refused then)."""
+        keys.refresh()
+        status = "draining" if app.state.draining else \
+            "ready" if registry.names and keys.problem is None else "not_ready"
         body = Ready(status=status, trees=registry.names, judge=gated.name)  # type: ignore[arg-type]
         return JSONResponse(body.model_dump(), status_code=200 if status == "ready" else 503)
 
@@ -216,8 +239,9 @@ def create_app(
         """Prometheus metrics (text exposition format)."""
         return Response(metrics.render(), media_type=metrics.content_type)
 
+    app.include_router(conversation_router(service, principal))
     if generator is not None:
-        app.include_router(answer_router(service, principal, generator))
+        app.include_router(answer_router(service, principal, generator, limiter))
     if settings.ui:
         app.include_router(ui_router(settings, keys=keys.enabled, answers=generator is not None,
                                      filters=service.filters_supported))
@@ -239,6 +263,18 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     app.add_middleware(RequestMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes)
     return app
+
+
+async def _check_state(store: Any) -> None:
+    """At start, say in the log when the shared state does not answer (the server starts all
+    the same: requests that need no state work, and it is used as soon as it answers)."""
+    if store.shared is None:
+        return
+    try:
+        await store.shared.run(lambda client: client.ping())
+    except ServeError:
+        log.error("the shared state at %s does not answer yet; conversations get 503 until it does",
+                  store.shared.where)
 
 
 def _error_handlers(app: FastAPI) -> None:

@@ -61,7 +61,7 @@ def serve(
     banner = (f"decisionrag serve: trees {', '.join(name for name, _ in settings.trees)}; judge "
               f"{settings.judge}; preset {settings.preset}; http://{host}:{port} (docs at /docs"
               f"{', console at /ui' if settings.ui else ''}); {workers} worker{'s' * (workers > 1)}; "
-              f"{access}")
+              f"{access}{_state_line(settings)}")
     if workers > 1:
         _serve_workers(settings, workers, common, banner)
         return
@@ -136,13 +136,25 @@ def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any]
 @contextlib.contextmanager
 def state_folder(settings: ServeSettings) -> Iterator[ServeSettings]:
     """`settings` with the folder the workers share: the one the user named (kept, so
-    conversations survive a restart), else a new one removed when the server stops."""
+    conversations survive a restart), else a new one removed when the server stops; none
+    with a shared Redis (`state_url`)."""
+    if settings.state_url is not None:
+        yield settings
+        return
     if settings.state_dir is not None:
         Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
         yield settings
         return
     with tempfile.TemporaryDirectory(prefix="decisionrag-state-") as folder:
         yield dataclasses.replace(settings, state_dir=folder)
+
+
+def _state_line(settings: ServeSettings) -> str:
+    if settings.state_url is None:
+        return ""
+    from ._redis import redact
+
+    return f"; conversations and key rates in {redact(settings.state_url)}"
 
 
 class DrainingServer(uvicorn.Server):

@@ -344,3 +344,25 @@ def apply_limits(
                         item["maxLength"] = limits.max_document_chars
     bounded_string(prop("RerankDocument", "text"), limits.max_document_chars)
     return document
+
+
+class ConversationTurnOut(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class ConversationOut(BaseModel):
+    """A conversation kept under `conversation_id` for the calling key on `tree`."""
+
+    conversation_id: str
+    tree: str
+    messages: list[ConversationTurnOut] = Field(description="the stored turns, oldest first "
+                                                "(the shape of a retrieve request's messages)")
+    notepad: list[str] = Field(description="documents the walk looks at first, most recent first")
+    expires_in: float = Field(description="seconds until it is forgotten unless another turn comes")
+
+
+class ConversationDeleted(BaseModel):
+    conversation_id: str
+    tree: str
+    deleted: bool = Field(description="whether there was a conversation to forget")

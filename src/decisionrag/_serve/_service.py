@@ -68,7 +68,7 @@ class Retrieval:
     store: ConversationStore | None = None
     key: ConversationKey | None = None
 
-    def reply(self, text: str) -> None:
+    async def reply(self, text: str) -> None:
         """Record the agent's answer in the stored conversation (as `Conversation.reply`
         does), so the next turn's walk and prompt see it; without its [n] marks, which name
         this turn's passages only. Skipped when another request moved the conversation on."""
@@ -80,7 +80,7 @@ class Retrieval:
             if state.history and state.history[-1] == asked:
                 state.history.append(answered)
 
-        self.conversation = self.store.update(self.key, add)
+        self.conversation = await self.store.aupdate(self.key, add)
 
 
 def navigator_filters() -> bool:
@@ -121,9 +121,10 @@ class Service:
         self._check_retrieve(body)
         query, given_history = self._query(body)
         state = key = None
+        state_timeout = body.timeout or self.limits.default_timeout
         if body.conversation_id is not None:
-            key = (principal.name, tree_name, body.conversation_id)
-            state = self.conversations.get(key)
+            key = (principal.identity, tree_name, body.conversation_id)  # the key, not its name
+            state = await self.conversations.aget(key, state_timeout)
             if given_history is None:
                 query = Query(query.text, query.context, tuple(state.history[-self.limits.max_messages:]))
         notepad = tuple(state.notepad) if state is not None else ()
@@ -133,7 +134,8 @@ class Service:
             result = await self._deadline(
                 self._walk(navigator, query, body.k, notepad, body.filters), body.timeout)
         if key is not None:
-            state = self.conversations.update(key, self._recorder(query, given_history, result))
+            state = await self.conversations.aupdate(key, self._recorder(query, given_history, result),
+                                                     state_timeout)
         response = RetrieveResponse(
             results=[hit_out(hit) for hit in result.hits],
             usage=UsageOut(**result.usage.to_dict()),
@@ -361,7 +363,7 @@ def build_service(settings: ServeSettings, judge: Judge | None = None) -> Servic
     registry = TreeRegistry(settings.trees, gated, settings.preset, metrics,
                             reload_seconds=settings.reload_seconds, warm=settings.warm)
     conversations = open_conversations(limits.max_conversations, limits.conversation_ttl,
-                                       settings.state_dir)
+                                       settings.state_dir, settings.state_url, limits.state_timeout)
     return Service(registry, gated, gate, limits, metrics, conversations)
 
 

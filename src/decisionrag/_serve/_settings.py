@@ -18,6 +18,8 @@ from .._errors import InputError
 
 SETTINGS_ENV = "DECISIONRAG_SERVE_SETTINGS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_MAY_BE_ZERO = frozenset({"max_judge_queue", "requests_per_minute", "judge_tokens_per_minute"})
+STATE_SCHEMES = ("redis://", "rediss://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,11 @@ class ServeLimits:
     max_conversations: int = 10_000
     conversation_ttl: float = 3_600.0
     max_children: int = 1_000
+    # per key, shared by every replica through --state redis:// (else per process); 0: none.
+    # A key file entry may set its own (see _auth).
+    requests_per_minute: int = 0
+    judge_tokens_per_minute: int = 0
+    state_timeout: float = 2.0  # the most one conversation-store operation may wait (Redis)
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
@@ -47,7 +54,7 @@ class ServeLimits:
                 if not value > 0:
                     raise InputError(f"limit {item.name}={value!r}: must be a positive number of seconds")
                 continue
-            floor = 0 if item.name == "max_judge_queue" else 1
+            floor = 0 if item.name in _MAY_BE_ZERO else 1
             if value < floor:
                 raise InputError(f"limit {item.name}={value!r}: must be at least {floor}")
         if not self.min_timeout <= self.default_timeout <= self.max_timeout:
@@ -74,8 +81,9 @@ class ServeLimits:
 class ServeSettings:
     """`trees`: (name, path) pairs, the first one the default; `judge`: a judge id;
     `generator`: the answer model id for ``POST /v1/answer`` (None: that endpoint says 501);
-    `state_dir`: the folder of the state every worker shares (conversations); `ui`: whether
-    the console is served at ``/ui``."""
+    `state_dir`: the folder of the state every worker shares (conversations); `state_url`:
+    the Redis every replica shares instead (conversations and per-key rate buckets,
+    ``redis://HOST:PORT/DB`` or ``rediss://``); `ui`: whether the console is served at ``/ui``."""
 
     trees: tuple[tuple[str, str], ...]
     judge: str = "embedded"
@@ -88,10 +96,17 @@ class ServeSettings:
     generator_base_url: str | None = None
     state_dir: str | None = None  # what workers share (conversations); None: one worker's memory
     ui: bool = True  # the console at /ui
+    state_url: str | None = None  # Redis shared by every replica (conversations, rate buckets)
 
     def __post_init__(self) -> None:
         if not self.trees:
             raise InputError("serve: give at least one tree file")
+        if self.state_url is not None:
+            if not self.state_url.startswith(STATE_SCHEMES):  # (not echoed: it may hold a password)
+                raise InputError("--state: expected redis://HOST:PORT/DB or rediss://HOST:PORT/DB "
+                                 "(a folder is --state-dir DIR)")
+            if self.state_dir is not None:
+                raise InputError("give --state (Redis) or --state-dir (a folder), not both")
         seen: set[str] = set()
         for name, _ in self.trees:
             if not _NAME.match(name):
