@@ -227,22 +227,22 @@ def test_leaving_a_stream_early_closes_the_response(server: str, standin: ChatSt
     with Client(server) as client:
         for event in client.stream_answer(QUESTION):
             assert event.kind == "retrieved"
-            assert _active(client._client()) == 1
+            assert _active(client._http._client()) == 1
             break
-        assert _active(client._client()) == 0
+        assert _active(client._http._client()) == 0
         events = client.stream_answer(QUESTION)
         assert next(events).kind == "retrieved"
         events.close()  # explicit close, the generator protocol's
-        assert _active(client._client()) == 0
+        assert _active(client._http._client()) == 0
         assert client.answer(QUESTION).text  # the client still works
 
     async def early() -> tuple[int, int]:
         async with Client(server) as aclient:
             async with contextlib.aclosing(aclient.astream_answer(QUESTION)) as events:
                 async for _ in events:
-                    during = _active(aclient._aclient())
+                    during = _active(aclient._http._async.get())
                     break
-            return during, _active(aclient._aclient())
+            return during, _active(aclient._http._async.get())
 
     assert asyncio.run(early()) == (1, 0)
 

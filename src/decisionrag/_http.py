@@ -529,3 +529,137 @@ class HttpClient:
         self._state.forget()
         if state is not None:
             await state[0].aclose()
+
+
+# ---------------------------------------------------------------- a decisionrag server
+
+
+class ServiceConnection:
+    """Sync and async HTTP to one `decisionrag serve` server: what `decisionrag.Client` sends
+    through. Connection pools are made on first use (one async pool per event loop); httpx's
+    failures become `ServerError` here (status 0: the server could not be reached, or a
+    stream broke off). `transport` / `async_transport`: httpx transports to use instead of the
+    network (tests that do not test the network: `httpx.MockTransport`, an ASGI app)."""
+
+    def __init__(self, base_url: str, *, headers: Mapping[str, str] | None = None,
+                 timeout: float = 60.0, transport: Any = None, async_transport: Any = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.transport = transport
+        self.async_transport = async_transport
+        self._sync: Any = None
+        self._async: PerLoop[Any] = PerLoop(self._new_async)
+
+    def _client(self) -> Any:
+        import httpx
+
+        if self._sync is None:
+            self._sync = httpx.Client(base_url=self.base_url, headers=self.headers,
+                                      timeout=self.timeout, transport=self.transport)
+        return self._sync
+
+    def _new_async(self) -> Any:
+        import httpx
+
+        return httpx.AsyncClient(base_url=self.base_url, headers=self.headers,
+                                 timeout=self.timeout, transport=self.async_transport)
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: Mapping[str, Any] | None = None) -> Reply:
+        """One request, its response read in full."""
+        start = time.perf_counter()
+        with _reaching(self.base_url):
+            response = self._client().request(method, path, json=json, params=params)
+        return Reply(response.status_code, response.headers, response.content,
+                     time.perf_counter() - start)
+
+    async def arequest(self, method: str, path: str, *, json: Any = None,
+                       params: Mapping[str, Any] | None = None) -> Reply:
+        start = time.perf_counter()
+        with _reaching(self.base_url):
+            response = await self._async.get().request(method, path, json=json, params=params)
+        return Reply(response.status_code, response.headers, response.content,
+                     time.perf_counter() - start)
+
+    @contextlib.contextmanager
+    def stream(self, method: str, path: str, *, json: Any = None,
+               headers: Mapping[str, str] | None = None) -> Iterator[Streamed]:
+        """A streamed response: its status and headers (the body read when the status is not
+        2xx), and its text as it arrives; a connection that breaks off raises `ServerError`."""
+        with _reaching(self.base_url), self._client().stream(
+                method, path, json=json, headers=headers) as response:
+            if not response.is_success:
+                response.read()
+            yield Streamed(response)
+
+    @contextlib.asynccontextmanager
+    async def astream(self, method: str, path: str, *, json: Any = None,
+                      headers: Mapping[str, str] | None = None) -> AsyncIterator[Streamed]:
+        with _reaching(self.base_url):
+            async with self._async.get().stream(method, path, json=json, headers=headers) as response:
+                if not response.is_success:
+                    await response.aread()
+                yield Streamed(response)
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def aclose(self) -> None:
+        self.close()
+        pool = self._async.current()
+        self._async.forget()
+        if pool is not None:
+            await pool.aclose()
+
+
+class Streamed:
+    """A response whose body is still arriving (`ServiceConnection.stream`)."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status: int = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+        self.ok: bool = response.is_success
+
+    @property
+    def body(self) -> bytes:
+        """The body of a response that was not a success (read in full)."""
+        return bytes(self._response.content)
+
+    def iter_text(self) -> Iterator[str]:
+        with _broken_off():
+            yield from self._response.iter_text()
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        with _broken_off():
+            async for text in self._response.aiter_text():
+                yield text
+
+
+@contextlib.contextmanager
+def _reaching(base_url: str) -> Iterator[None]:
+    """httpx's failure to get a response from `base_url` as a `ServerError` (status 0)."""
+    import httpx
+
+    from ._errors import ServerError
+
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise ServerError(f"cannot reach the server at {base_url}: {exc!r}", status=0,
+                          type="connection") from exc
+
+
+@contextlib.contextmanager
+def _broken_off() -> Iterator[None]:
+    import httpx
+
+    from ._errors import ServerError
+
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise ServerError(f"the stream broke off: {exc!r}", status=0, type="connection") from exc

@@ -10,21 +10,21 @@
 ...     print(event.text, end="", flush=True)                        # retrieved, delta..., done
 >>> client.conversation("c1")["messages"]; client.delete_conversation("c1")
 
-Needs only httpx. Errors are `ServerError` (status, type, field, retry_after) or, when the
-server cannot be reached, `ServerError` with status 0.
+Needs only httpx (through `decisionrag._http.ServiceConnection`, where its errors are
+translated). Errors are `ServerError` (status, type, field, retry_after) or, when the server
+cannot be reached or a stream breaks off, `ServerError` with status 0. `transport` /
+`async_transport` (httpx transports) replace the network, e.g. to call an app in-process.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
-
 from .._errors import ServerError
-from .._http import parse_retry_after
+from .._http import Reply, ServiceConnection, Streamed, parse_retry_after
 from ._results import RemoteAnswer, RemoteAnswerEvent, RemoteResult
 from ._sse import AnswerEvents
 
@@ -43,15 +43,16 @@ class Client:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         headers: Mapping[str, str] | None = None,
+        transport: Any = None,
+        async_transport: Any = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self._headers = dict(headers or {})
+        sent = dict(headers or {})
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        self._sync: httpx.Client | None = None
-        self._async: httpx.AsyncClient | None = None
-        self._async_loop: asyncio.AbstractEventLoop | None = None
+            sent["Authorization"] = f"Bearer {api_key}"
+        self._http = ServiceConnection(self.base_url, headers=sent, timeout=timeout,
+                                       transport=transport, async_transport=async_transport)
 
     def __repr__(self) -> str:
         return f"<Client {self.base_url}>"
@@ -152,81 +153,51 @@ class Client:
 
     # -- transport -----------------------------------------------------------------------
 
-    def _client(self) -> httpx.Client:
-        if self._sync is None:
-            self._sync = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self.timeout)
-        return self._sync
-
-    def _aclient(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._async is None or self._async_loop is not loop:  # one pool per event loop
-            self._async = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
-                                            timeout=self.timeout)
-            self._async_loop = loop
-        return self._async
-
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return _json_of(lambda: self._client().post(path, json=body))
+        return _decoded(self._http.request("POST", path, json=body))
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _json_of(lambda: self._client().get(path, params=params))
+        return _decoded(self._http.request("GET", path, params=params))
 
     def _delete(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return _json_of(lambda: self._client().delete(path, params=params))
+        return _decoded(self._http.request("DELETE", path, params=params))
 
     async def _adelete(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await _ajson_of(self._aclient().delete(path, params=params))
+        return _decoded(await self._http.arequest("DELETE", path, params=params))
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await _ajson_of(self._aclient().post(path, json=body))
+        return _decoded(await self._http.arequest("POST", path, json=body))
 
     async def _aget(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await _ajson_of(self._aclient().get(path, params=params))
+        return _decoded(await self._http.arequest("GET", path, params=params))
 
     def _events(self, body: dict[str, Any]) -> Iterator[RemoteAnswerEvent]:
-        reader, opened = AnswerEvents(), False
-        try:
-            with self._client().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
-                opened = True
-                if not response.is_success:
-                    response.read()
-                _check_stream(response)
-                for text in response.iter_text():
-                    yield from reader.feed(text)
-                    if reader.done:
-                        return
-        except httpx.HTTPError as exc:
-            raise _broken(exc, opened) from exc
+        reader = AnswerEvents()
+        with self._http.stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+            _check_stream(response)
+            for text in response.iter_text():
+                yield from reader.feed(text)
+                if reader.done:
+                    return
         yield from reader.finish()
 
     async def _aevents(self, body: dict[str, Any]) -> AsyncIterator[RemoteAnswerEvent]:
-        reader, opened = AnswerEvents(), False
-        try:
-            async with self._aclient().stream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
-                opened = True
-                if not response.is_success:
-                    await response.aread()
-                _check_stream(response)
-                async for text in response.aiter_text():
-                    for event in reader.feed(text):
-                        yield event
-                    if reader.done:
-                        return
-        except httpx.HTTPError as exc:
-            raise _broken(exc, opened) from exc
+        reader = AnswerEvents()
+        async with self._http.astream("POST", ANSWER_PATH, json=body, headers=_SSE) as response:
+            _check_stream(response)
+            async for text in response.aiter_text():
+                for event in reader.feed(text):
+                    yield event
+                if reader.done:
+                    return
         for event in reader.finish():
             yield event
 
     def close(self) -> None:
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        self._http.close()
 
     async def aclose(self) -> None:
-        self.close()
-        if self._async is not None:
-            await self._async.aclose()
-            self._async = None
+        await self._http.aclose()
 
     def __enter__(self) -> Client:
         return self
@@ -293,22 +264,17 @@ def _answer_route() -> Iterator[None]:
         raise missing from exc
 
 
-def _check_stream(response: httpx.Response) -> None:
+def _check_stream(response: Streamed) -> None:
     """Raise the server's error (a status before the stream started; the body read), or
     refuse a success that is not an event stream (a proxy's page, an older server)."""
-    if not response.is_success:
+    if not response.ok:
         with _answer_route():
-            _decoded(response)
+            _decoded(Reply(response.status, response.headers, response.body, 0.0))
     kind = response.headers.get("content-type", "")
     if not kind.startswith("text/event-stream"):
         raise ServerError(f"expected server-sent events from {ANSWER_PATH}, "
-                          f"got {kind or 'no content type'!r}", status=response.status_code,
+                          f"got {kind or 'no content type'!r}", status=response.status,
                           type="bad_event")
-
-
-def _broken(exc: httpx.HTTPError, opened: bool) -> ServerError:
-    what = "the answer stream broke off" if opened else "cannot reach the server"
-    return ServerError(f"{what}: {exc!r}", status=0, type="connection")
 
 
 def _rerank_body(query: str, documents: Sequence[str], top_n: int | None,
@@ -345,38 +311,23 @@ def _node_path(tree: str, node_id: str) -> str:
     return f"/v1/trees/{_quote(tree)}/nodes/{quote(node_id, safe='/:')}"
 
 
-def _json_of(call: Any) -> dict[str, Any]:
+def _decoded(reply: Reply) -> dict[str, Any]:
+    """The JSON object of a successful reply; else the server's error as a `ServerError`."""
     try:
-        response = call()
-    except httpx.HTTPError as exc:
-        raise ServerError(f"cannot reach the server: {exc}", status=0, type="connection") from exc
-    return _decoded(response)
-
-
-async def _ajson_of(pending: Any) -> dict[str, Any]:
-    try:
-        response = await pending
-    except httpx.HTTPError as exc:
-        raise ServerError(f"cannot reach the server: {exc}", status=0, type="connection") from exc
-    return _decoded(response)
-
-
-def _decoded(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
+        data = json.loads(reply.body) if reply.body else None
     except ValueError:
         data = None
-    if response.is_success and isinstance(data, dict):
+    if 200 <= reply.status < 300 and isinstance(data, dict):
         return data
     error = data.get("error", {}) if isinstance(data, dict) else {}
     if not isinstance(error, dict):
         error = {}
-    retry = parse_retry_after(response.headers)
-    message = error.get("message") or f"HTTP {response.status_code}: {response.text[:200]}"
+    text = reply.body[:200].decode("utf-8", "replace")
+    message = error.get("message") or f"HTTP {reply.status}: {text}"
     raise ServerError(
-        f"server answered {response.status_code}: {message}",
-        status=response.status_code, type=str(error.get("type", "")), field=error.get("field"),
-        retry_after=retry,
+        f"server answered {reply.status}: {message}",
+        status=reply.status, type=str(error.get("type", "")), field=error.get("field"),
+        retry_after=parse_retry_after(reply.headers),
         request_id=(data or {}).get("request_id", "") if isinstance(data, dict) else "",
         body=data if isinstance(data, dict) else {},
     )
