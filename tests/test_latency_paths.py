@@ -142,7 +142,7 @@ def test_warm_caches_every_group_and_page_and_changes_no_answer(tmp_path: Path) 
         warm = Navigator(tree, SimulatedJudge(0.0, scores=scores), preset())
         assert warm.warm() == 3 + 5  # the root's three groups, their five pages
         assert warm.retrieve("dog food").ids == cold.retrieve("dog food").ids
-        assert warm.entries("document", [tree.node("d2")], "description")[0].tokens is not None
+        assert warm.view.entries("document", [tree.node("d2")], "description")[0].tokens is not None
 
 
 def test_entries_are_built_once_per_node(tmp_path: Path) -> None:
