@@ -24,6 +24,7 @@ from ._schema import (
     SCHEMA_VERSION,
     _row_to_node,
 )
+from ._sqlite import connect_readonly
 from ._summaries import Summary, read_summaries
 
 
@@ -51,8 +52,7 @@ class Tree:
         if not path.is_file():
             raise TreeFormatError(f"{path}: no such tree file")
         try:
-            db = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True,
-                                 check_same_thread=False)
+            db = connect_readonly(path, check_same_thread=False)
             version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise TreeFormatError(f"{path}: not a decisionrag tree file ({exc})") from exc

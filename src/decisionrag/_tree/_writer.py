@@ -36,6 +36,7 @@ from ._schema import (
     _row_to_node,
     default_description,
 )
+from ._sqlite import connect_readonly
 from ._summaries import write_summaries
 
 
@@ -74,7 +75,7 @@ class TreeWriter:
         writer = cls.__new__(cls)
         writer.path = Path(path)
         writer.tmp_path = temporary_beside(writer.path)
-        src = sqlite3.connect(f"file:{writer.path}?mode=ro", uri=True)
+        src = connect_readonly(writer.path, immutable=False)
         writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
         src.backup(writer._db)
         src.close()
