@@ -201,7 +201,7 @@ ANY_OUTPUT = OutputKind("a file decisionrag wrote", lambda path: False)
 
 def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool = False,
                  kind: OutputKind = ANY_OUTPUT, within: Iterable[PathLike] = (),
-                 flag: str = "") -> Path:
+                 flag: str = "", inputs_are: str = "this command's inputs") -> Path:
     """`out` as a Path, or `InputError` saying why the command must not write there.
 
     The one rule of every output (``build -o``, ``--html``, ``eval --json`` ...):
@@ -209,8 +209,8 @@ def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool 
     * never a folder, a device, a pipe or a socket, nor one of the command's `inputs` (the
       tree it reads, its sources, a history file) or an existing file inside one of the
       `within` folders (the tree's vectors and indexes) — not even with `force`;
-    * a symbolic link is refused unless `force` (which replaces the link itself, never its
-      target), and always when it leads to anything but a regular file (``/dev/stdout``);
+    * a symbolic link is refused, even with `force`: renaming over it would replace the link
+      (as root, ``/dev/stdout`` itself), writing through it a file named elsewhere;
     * an existing regular file is replaced when it is one of ours (`kind.ours`), else only
       with `force`.
 
@@ -221,7 +221,7 @@ def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool 
         raise InputError(f"{where}: is a folder; name the file to write")
     for given in inputs:
         if _same_file(path, Path(given)):
-            raise InputError(f"{where}: is one of this command's inputs; refusing to overwrite it "
+            raise InputError(f"{where}: is one of {inputs_are}; refusing to overwrite it "
                              "(name another output file)")
     for folder in within:
         if path.exists() and _inside(path, Path(folder)):
@@ -232,7 +232,7 @@ def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool 
     except OSError:  # nothing there (or its folder cannot be made): the writer will say
         return path
     if stat.S_ISLNK(info.st_mode):
-        return _symlink_output(path, where, force)
+        return _symlink_output(path, where)
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{where}: is not a regular file (a device, pipe or socket); "
                          "refusing to replace it, even with --force")
@@ -242,19 +242,9 @@ def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool 
                      "(pass --force to replace it, or name another output file)")
 
 
-def _symlink_output(path: Path, where: str, force: bool) -> Path:
-    target = os.readlink(path)
-    try:
-        regular = stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        regular = False
-    if not regular and path.exists():
-        raise InputError(f"{where}: is a symbolic link to {target}, which is not a regular file; "
-                         "refusing to replace it, even with --force")
-    if not force:
-        raise InputError(f"{where}: is a symbolic link to {target}; refusing to replace it "
-                         "(name the file itself, or pass --force to replace the link)")
-    return path
+def _symlink_output(path: Path, where: str) -> Path:
+    raise InputError(f"{where}: is a symbolic link (to {os.readlink(path)}); refusing to replace "
+                     "it or write through it, even with --force (name the file itself)")
 
 
 def write_output(out: PathLike, data: bytes | str | Callable[[IO[bytes]], Any], *,

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from .._errors import InputError
 from .._query import Query
-from ._ask import read_history, write_html
+from ._ask import add_force_argument, check_html, read_history, write_html
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -43,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="earlier turns: a JSON list of {role, text}, or JSON lines")
     parser.add_argument("--context", default="", help="the user's situation (background)")
+    add_force_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
+    check_html(args)
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history)
     out = sys.stdout
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         base_url=args.base_url, top=args.top, task=args.task, stream=args.stream, on_event=show,
     )
     if args.html:
-        write_html(args.html, reply.to_html())
+        write_html(args, reply.to_html())
     if args.json:
         if not args.stream:
             json.dump(reply.to_dict(), out, ensure_ascii=False, indent=2)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._files import atomic_write
+from .._files import write_output
 
 TIE_BREAKS = ("file", "docid")
 Scored = list[tuple[str, float]]  # (id, score) in ranked order
@@ -301,10 +301,15 @@ def write_trec(
     rankings: Mapping[str, Sequence[str]],
     scores: Mapping[str, Sequence[float] | None],
     tag: str,
+    **rule: Any,
 ) -> Path:
-    """Write one system's run as a TREC file, atomically."""
+    """Write one system's run as a TREC file, atomically, under the one output rule
+    (`decisionrag._files.check_output`; `rule`: its inputs, force, ...): a TREC run there
+    is replaced, any other file only with ``force=True``."""
+    from ._outputs import TREC_RUN
+
     text = "".join(line + "\n" for line in trec_lines(rankings, scores, tag))
-    return atomic_write(Path(path), text)
+    return write_output(Path(path), text, **{"kind": TREC_RUN, **rule})
 
 
 def run_file_name(name: str) -> str:

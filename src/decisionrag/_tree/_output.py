@@ -27,7 +27,8 @@ def check_output(out: str | os.PathLike[str], sources: Iterable[str | os.PathLik
         from .._errors import InputError
 
         raise InputError(f"{path}: is a folder; name the tree file to write")
-    return check_any_output(out, sources, force=force, kind=TREE_FILE)
+    return check_any_output(out, sources, force=force, kind=TREE_FILE,
+                            inputs_are="the build's sources")
 
 
 def is_tree_file(path: Path) -> bool:
@@ -55,3 +56,12 @@ def is_tree_file(path: Path) -> bool:
 
 
 TREE_FILE = OutputKind("a decisionrag tree", is_tree_file)
+
+
+def tree_inputs(tree: str | os.PathLike[str]) -> tuple[list[Path], list[Path]]:
+    """What a command reading `tree` must never overwrite: the tree file, and the folders
+    stored beside it (its vectors and indexes), for `check_output`'s inputs and within."""
+    from ._bm25 import bm25_folder
+    from ._vectors import vectors_folder
+
+    return [Path(tree)], [vectors_folder(tree), bm25_folder(tree)]
