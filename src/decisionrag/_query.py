@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ class Query:
         """This query, or `InputError` when it cannot be asked: an empty question, or text
         that is not valid Unicode (a byte that was not UTF-8 on the command line arrives as a
         lone surrogate, which no judge can be sent)."""
-        if not isinstance(self.text, str) or not self.text.strip():
+        if not isinstance(self.text, str) or not is_visible(self.text):
             raise InputError("the question is empty: ask something")
         _check_text(self.text, "the question")
         _check_text(self.context, "the context")
@@ -64,6 +65,22 @@ class Query:
         """The last `n` turns including the current user turn."""
         turns = (*self.history, Turn("user", self.text))
         return turns[-n:]
+
+
+_NOTHING_DRAWN = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # filler letters, the blank
+_INVISIBLE = frozenset({"Cc", "Cf", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+
+
+def is_visible(text: str) -> bool:
+    """Whether `text` has something to read: a character other than spaces, control and
+    format characters (zero-width, bidi, tags), unassigned code points, combining marks and
+    blank fillers. (A lone surrogate counts: `check` then names the byte that was not UTF-8.)"""
+    for ch in text:
+        if ch.isspace() or ch in _NOTHING_DRAWN:
+            continue
+        if unicodedata.category(ch) not in _INVISIBLE:
+            return True
+    return False
 
 
 def _check_text(text: str, what: str) -> None:

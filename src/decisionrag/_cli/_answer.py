@@ -8,9 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._query import Query
-from ._ask import add_force_argument, check_html, read_history, write_html
+from ._ask import add_force_argument, check_html, read_history, seconds_arg, write_html
+from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
+
+DEFAULT_DEADLINE = 120.0  # seconds for the walk and the whole answer, from the command's start
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -43,6 +47,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="earlier turns: a JSON list of {role, text}, or JSON lines")
     parser.add_argument("--context", default="", help="the user's situation (background)")
+    parser.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                        help="the walk and the whole answer (every request, retry and wait; a "
+                        "stream however long the model keeps it going) must finish within this "
+                        f"many seconds of the start, or fail saying so (default {DEFAULT_DEADLINE:g})")
     add_force_argument(parser)
     parser.set_defaults(func=run)
 
@@ -67,10 +75,13 @@ def run(args: argparse.Namespace) -> int:
             out.write(event.text)
             out.flush()
 
-    reply = answer_once(
-        args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
-        base_url=args.base_url, top=args.top, task=args.task, stream=args.stream, on_event=show,
-    )
+    scope = QueryDeadline(args.deadline, from_now=True)
+    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER):
+        reply = answer_once(
+            args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
+            base_url=args.base_url, top=args.top, task=args.task, stream=args.stream,
+            on_event=show, deadline=scope,
+        )
     if args.html:
         write_html(args, reply.to_html())
     if args.json:

@@ -61,8 +61,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="a filter as JSON, e.g. '{\"year\": {\"gte\": 2023}, \"or\": [...]}' "
                         "(combined with --filter)")
     parser.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
-                        help="the whole query (every request, retry and wait) must finish within "
-                        f"this many seconds, or fail naming the stage (default {DEFAULT_DEADLINE:g})")
+                        help="the whole query (opening the tree and the judge, every request, retry "
+                        "and wait) must finish within this many seconds of the start, or fail "
+                        f"naming the stage (default {DEFAULT_DEADLINE:g})")
     parser.add_argument("--notice-after", type=seconds_arg, default=DEFAULT_NOTICE_AFTER,
                         metavar="SECONDS", help="print a line on stderr when the judge has not "
                         f"answered for this long, and again as often (default {DEFAULT_NOTICE_AFTER:g})")
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     check_html(args)  # before the walk: a refused output costs nothing
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history).check()
-    scope = QueryDeadline(args.deadline)
+    scope = QueryDeadline(args.deadline, from_now=True)  # the command's start-up counts too
     with notice_when_slow(scope, args.notice_after):
         result = _ask_once(args, query, scope)
     if args.html:
@@ -113,10 +114,18 @@ def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
             given = json.loads(args.filters)
         except json.JSONDecodeError as exc:
             raise InputError(f"--filters: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        except RecursionError as exc:
+            raise InputError("--filters: JSON nested too deeply") from exc
         if not isinstance(given, dict):
             raise InputError("--filters: expected a JSON object")
         spec = {"and": [*(spec or {}).get("and", []), given]}
+    if spec is not None:
+        from .._navigate._filters import parse_filters
+
+        parse_filters(spec)  # refused here, before the tree and the judge are opened
     return spec
+
+
 def seconds_arg(value: str) -> float:
     try:
         seconds = float(value)

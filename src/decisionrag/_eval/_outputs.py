@@ -24,7 +24,7 @@ from .._files import (
     starts_with,
     write_output,
 )
-from ._runs import run_file_name
+from ._runs import TREC_RUN, run_file_name
 
 _JSON_KEYS = ("dataset", "systems", "n_queries")
 _MAX_JSON_CHECKED = 256 * 2**20  # bytes: a larger file is not read to see whether it is ours
@@ -40,22 +40,7 @@ def _is_report_json(path: Path) -> bool:
     return isinstance(data, dict) and all(key in data for key in _JSON_KEYS)
 
 
-def _is_trec_run(path: Path) -> bool:
-    """A TREC run: every line of its first 64 KB is ``qid Q0 docid rank score tag``."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(65_536)
-    except OSError:
-        return False
-    lines = head.decode("utf-8", "replace").splitlines()
-    if len(head) == 65_536:
-        lines = lines[:-1]  # perhaps cut
-    return all(len(parts := line.split()) == 6 and parts[1] == "Q0"
-               for line in lines if line.strip())
-
-
 EVAL_JSON = OutputKind("a JSON report of decisionrag eval", _is_report_json)
-TREC_RUN = OutputKind("a TREC run", _is_trec_run)
 REPORT_MARKDOWN = OutputKind("a report decisionrag eval wrote",
                              lambda path: starts_with(path, b"## Metrics (%), difference", within=16_384))
 REPORT_FILES: dict[str, OutputKind] = {"index.html": HTML_PAGE, "report.md": REPORT_MARKDOWN}

@@ -209,12 +209,12 @@ def ray_encoder(options: RayOptions, model: str | None = None, *, max_tokens: in
 
 def _ray_reader(plan: Sequence[Any], report: Any, advance: Callable[[int], None],
                 ) -> Iterator[Any]:
-    from .._build import source_size
+    from .._build._sources import shown_name, source_size
 
     for source, result in ray_read(plan):
         advance(source_size(source.path))
         if isinstance(result, str):
-            report.skipped.append((str(source.path), result))
+            report.skipped.append((shown_name(source.path), result))
         else:
             yield from result
 
