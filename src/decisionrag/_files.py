@@ -136,6 +136,11 @@ def _abandoned(middle: str, entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user counts as alive)."""
+    return _process_alive(pid)
+
+
 def _process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True

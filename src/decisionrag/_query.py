@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,20 +67,21 @@ class Query:
         return turns[-n:]
 
 
-_NOTHING_DRAWN = frozenset("\u115f\u1160\u3164\uffa0\u2800")  # filler letters, the blank
-_INVISIBLE = frozenset({"Cc", "Cf", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+# What counts as something to read: any character but white space, control and format
+# characters (zero-width, bidi, soft hyphen, tags, variation selectors), combining diacritics
+# and blank fillers. One pattern, written with the characters themselves so that every regex
+# engine reads it alike: the server's JSON schema states it (`pattern`) and `Query.check`
+# applies it.
+VISIBLE = ("[^\\s\x00-\x1f\x7f-\xa0\xad\u0300-\u036f\u034f\u061c\u115f\u1160\u17b4\u17b5"
+           "\u180b-\u180f\u200b-\u200f\u2028-\u202f\u205f-\u206f\u2800\u3000\u3164\ufe00-\ufe0f"
+           "\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]")
+_VISIBLE = re.compile(VISIBLE)
 
 
 def is_visible(text: str) -> bool:
-    """Whether `text` has something to read: a character other than spaces, control and
-    format characters (zero-width, bidi, tags), unassigned code points, combining marks and
-    blank fillers. (A lone surrogate counts: `check` then names the byte that was not UTF-8.)"""
-    for ch in text:
-        if ch.isspace() or ch in _NOTHING_DRAWN:
-            continue
-        if unicodedata.category(ch) not in _INVISIBLE:
-            return True
-    return False
+    """Whether `text` has something to read (a character `VISIBLE` matches). A lone
+    surrogate counts: `Query.check` then names the byte that was not UTF-8."""
+    return _VISIBLE.search(text) is not None
 
 
 def _check_text(text: str, what: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._query import VISIBLE
 from ._settings import ServeLimits
 
 STRICT = ConfigDict(extra="forbid")
@@ -20,7 +21,7 @@ class Message(BaseModel):
 
     model_config = STRICT
     role: Literal["user", "assistant", "agent"]
-    content: str = Field(pattern=r"\S")
+    content: str = Field(pattern=VISIBLE)
 
 
 class RetrieveRequest(BaseModel):
@@ -29,7 +30,7 @@ class RetrieveRequest(BaseModel):
 
     model_config = STRICT
     tree: str | None = Field(None, description="tree name (default: the server's first tree)")
-    query: str | None = Field(None, pattern=r"\S", description="the question or the user's last turn")
+    query: str | None = Field(None, pattern=VISIBLE, description="the question or the user's last turn")
     messages: list[Message] | None = Field(None, min_length=1, description="conversation turns, oldest first")
     context: str | None = Field(None, description="the user's situation (background), optional")
     k: int = Field(10, ge=1, description="how many passages to return")
@@ -123,7 +124,7 @@ class RerankRequest(BaseModel):
     """Cohere's (`documents`, `top_n`) or Hugging Face TEI's (`texts`) request shape."""
 
     model_config = ConfigDict(extra="ignore")  # other clients' optional knobs (truncate, model …)
-    query: str = Field(pattern=r"\S")
+    query: str = Field(pattern=VISIBLE)
     documents: list[str | RerankDocument] | None = None
     texts: list[str] | None = None
     top_n: int | None = Field(None, ge=1)

@@ -39,6 +39,11 @@ class ServeLimits:
     max_conversations: int = 10_000
     conversation_ttl: float = 3_600.0
     max_children: int = 1_000
+    # clients that never finish a request (issue 23; decisionrag._serve._connections)
+    header_timeout: float = 10.0  # seconds for a request's head, from the connection
+    body_timeout: float = 30.0  # seconds for its body, once the head is in
+    max_pending_connections: int = 256  # connections waiting for their client; the oldest goes
+    max_connections: int = 4_096  # all connections; beyond, a new one is closed at once
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
