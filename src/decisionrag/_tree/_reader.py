@@ -27,6 +27,7 @@ from ._schema import (
     _row_to_node,
 )
 from ._sqlite import connect_readonly
+from ._staging import readable
 from ._summaries import Summary, read_summaries
 
 T = TypeVar("T")
@@ -105,13 +106,14 @@ class Tree:
     def open(cls, path: str | os.PathLike[str]) -> Tree:
         """Open a tree file read-only; raises TreeFormatError if it is not a usable tree."""
         path = Path(path)
-        if path.is_dir():
+        source = readable(path)  # the new file, while the tree at `path` is being published
+        if source.is_dir():
             raise TreeFormatError(f"{path}: is a folder, not a tree file (name the .tree file "
                                   "that 'decisionrag build -o' wrote)")
-        if not path.is_file():
+        if not source.is_file():
             raise TreeFormatError(f"{path}: no such tree file")
         try:
-            db = connect_readonly(path, check_same_thread=False)
+            db = connect_readonly(source, check_same_thread=False)
             version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise TreeFormatError(f"{path}: not a decisionrag tree file ({exc})") from exc
