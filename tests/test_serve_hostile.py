@@ -257,3 +257,39 @@ def test_workers_end_with_a_killed_master_and_leave_no_folders(tree: Path) -> No
         for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_an_unexpected_error_is_a_json_500_with_the_request_id(tree: Path) -> None:
+    from fastapi import APIRouter
+
+    from _serve_helpers import settings
+    from decisionrag._serve._app import create_app
+
+    router = APIRouter()
+
+    @router.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    import threading
+
+    import uvicorn
+
+    from _processes import free_socket
+
+    app = create_app(settings({"docs": tree}), routers=[router])
+    sock = free_socket()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        reply = httpx.get(f"http://127.0.0.1:{sock.getsockname()[1]}/boom", timeout=10,
+                          headers={"X-Request-ID": "bug-1"})
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert reply.status_code == 500 and reply.json()["error"]["type"] == "internal_error"
+    assert reply.json()["request_id"] == "bug-1" and reply.headers["x-request-id"] == "bug-1"
