@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import inspect
 import os
 import threading
 import time
@@ -48,6 +49,7 @@ import numpy as np
 
 from .._deadline import active_deadline
 from .._errors import JudgeConfigError, JudgeRequestError
+from .._progress import Step
 from .._words import Lexicon
 from ._base import (
     BinaryRequest,
@@ -72,9 +74,10 @@ PART_ROW_BUDGET = 200_000
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
 DEFAULT_WORKERS = 1
-# characters encoded at once (about one forward pass of the encoder, a fraction of a second);
-# the query's deadline is checked between such pieces
-ENCODE_CHARS = 6_000
+# characters encoded at once by an encoder that cannot report its progress (the query's
+# deadline is checked between such pieces; the bundled encoders are checked after every
+# forward pass instead, through their progress step)
+ENCODE_CHARS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +211,12 @@ class EmbeddedJudge(Judge):
         with self._encode_lock:
             found = {d: v for d in missing if (v := self.cache.get(d)) is not None}
             todo = list((d, t) for d, t in missing.items() if d not in found)
-            for part in _pieces(todo, ENCODE_CHARS):
+            reports = _reports_progress(self.encoder)
+            for part in [todo] if reports else _pieces(todo, ENCODE_CHARS):
                 _check_deadline(self.name)
-                encoded = np.asarray(self.encoder.encode([t for _, t in part]), dtype=np.float32)
+                texts = [t for _, t in part]
+                encoded = np.asarray(self.encoder.encode(texts, progress=_DeadlineStep(self.name))
+                                     if reports else self.encoder.encode(texts), dtype=np.float32)
                 self.stats.encoder_calls += 1
                 self.stats.encoded += len(part)
                 for (digest, _), vector in zip(part, encoded, strict=True):
@@ -315,6 +321,27 @@ def _pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, st
         pieces[-1].append(item)
         size += len(item[1])
     return [piece for piece in pieces if piece]
+
+
+class _DeadlineStep(Step):
+    """A silent progress step that stops the encoding it follows once the query's deadline
+    has passed (checked after every forward pass)."""
+
+    def __init__(self, who: str) -> None:
+        super().__init__("", enabled=False)
+        self.who = who
+
+    def advance(self, n: float = 1, cost: float = 0.0) -> None:
+        _check_deadline(self.who)
+        super().advance(n, cost=cost)
+
+
+def _reports_progress(encoder: Any) -> bool:
+    """Whether the encoder's `encode` takes a progress step (the bundled ones do)."""
+    try:
+        return "progress" in inspect.signature(encoder.encode).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_deadline(who: str) -> None:

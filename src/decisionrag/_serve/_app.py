@@ -33,7 +33,7 @@ from ._answer import answer_router
 from ._auth import KeyRing, Principal
 from ._connections import ConnectionLimits, GuardedH11Protocol
 from ._docs import mount_offline_docs
-from ._errors import ServeError, too_large
+from ._errors import ServeError, problem_message, too_large
 from ._logging import REQUEST_ID
 from ._metrics import Metrics
 from ._schemas import (
@@ -255,8 +255,9 @@ def _error_handlers(app: FastAPI) -> None:
         problems = list(exc.errors())
         first = problems[0] if problems else {"loc": ("body",), "msg": "invalid"}
         field = _field(first.get("loc", ()))
-        errors = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in problems[:20]]
-        error = ServeError(422, "invalid_request", f"{field}: {first.get('msg', 'invalid')}", field=field,
+        errors = [{"field": _field(e.get("loc", ())), "message": problem_message(e)}
+                  for e in problems[:20]]
+        error = ServeError(422, "invalid_request", f"{field}: {problem_message(first)}", field=field,
                            extra={"errors": errors})
         return JSONResponse(error.body(REQUEST_ID.get()), status_code=422)
 

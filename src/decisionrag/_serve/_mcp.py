@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from .._errors import DecisionRAGError
 from .._judges import Judge
 from ._auth import ANONYMOUS
-from ._errors import ServeError
+from ._errors import ServeError, problem_message
 from ._schemas import RetrieveRequest
 from ._service import Service, build_service
 from ._settings import ServeSettings
@@ -49,8 +49,9 @@ def tool_errors(tool: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]
         except ServeError as exc:
             raise ToolError(exc.message) from exc
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-                                 for e in exc.errors()[:5])
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {problem_message(dict(e))}"
+                for e in exc.errors()[:5])
             raise ToolError(f"invalid input: {problems}") from exc
         except DecisionRAGError as exc:
             raise ToolError(str(exc)) from exc
