@@ -108,7 +108,8 @@ def test_langchain_and_llamaindex_carry_the_other_places(tree: Path) -> None:
 
 
 def test_collapsing_is_the_default_of_every_preset(tree: Path) -> None:
-    from decisionrag import ScriptedJudge, Tree
+    from decisionrag import Tree
+    from decisionrag._judges import ScriptedJudge
 
     with Tree.open(tree) as opened:
         for name in ("md2d", "cqa", "mtrag", "nq", "flat", "auto"):

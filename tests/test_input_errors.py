@@ -135,3 +135,119 @@ def test_a_folder_named_x_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (tmp_path / "x.tree").mkdir()
     err = _error(["stats", str(tmp_path / "x.tree")], capsys)
     assert "is a folder, not a tree file" in err
+
+
+# -- issue 23: clear errors instead of tracebacks, each a class --------------------------------
+
+def _one_line_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert code == 2 and err.startswith("decisionrag: error:"), err
+    return err
+
+
+def _damage_meta(tree: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(tree)
+    db.execute("UPDATE meta SET value = '{not json' WHERE key = 'counts'")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("command", [["stats"], ["tree"], ["ask", "renew", "--judge", "scripted"]])
+def test_a_tree_with_bad_json_in_its_meta_row(tree_path: Path, command: list[str],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    _damage_meta(tree_path)
+    argv = [command[0], str(tree_path), *command[1:]]
+    assert "the tree file is damaged" in _one_line_error(argv, capsys)
+
+
+def test_a_tree_with_flipped_bytes(tree_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tree_path.read_bytes()
+    for offset in (18, 40, 100, len(good) // 3, len(good) // 2, len(good) - 200):
+        damaged = bytearray(good)
+        damaged[offset:offset + 48] = bytes(b ^ 0xFF for b in damaged[offset:offset + 48])
+        tree_path.write_bytes(bytes(damaged))
+        for argv in (["stats", str(tree_path)], ["tree", str(tree_path), "--depth", "9"],
+                     ["ask", str(tree_path), "renew passport", "--judge", "scripted"]):
+            code = main(argv)
+            err = capsys.readouterr().err
+            assert "Traceback" not in err and code in (0, 2), (offset, argv, err)
+            if code == 2:
+                assert err.startswith("decisionrag: error:") and err.count("\n") == 1, err
+
+
+def test_serve_refuses_a_damaged_tree_at_start(tree_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _damage_meta(tree_path)
+    err = _one_line_error(["serve", str(tree_path), "--judge", "scripted", "--port", "9"], capsys)
+    assert "the tree file is damaged" in err
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_the_build_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.md").write_text(DOC)
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.md"), "w") as handle:
+        handle.write(DOC.replace("Passports", "Visas"))
+    out = tmp_path / "t.tree"
+    assert main(["build", str(folder), "-o", str(out), "--quiet", "--no-vectors"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "caf\\xe9.md" in err and "not UTF-8 (byte 0xe9)" in err
+    with Tree.open(out) as tree:
+        assert tree.counts["document"] == 1
+
+
+@pytest.mark.parametrize("question", ["\u200b\u200d", "\x07\x1b", "\u202e\u2066 \u3164",
+                                      "\u0301\u0302", "\ufeff\n\t"])
+def test_a_question_of_only_invisible_characters_is_empty(
+    tree_path: Path, question: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _one_line_error(["ask", str(tree_path), question, "--judge", "scripted"], capsys)
+    assert "the question is empty" in err
+
+
+@pytest.mark.parametrize("filters", ['{"year": NaN}', '{"year": {"gte": Infinity}}',
+                                     '{"year": {"in": [1, -Infinity]}}'])
+def test_nan_is_refused_in_filters(tree_path: Path, filters: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    err = _one_line_error(["ask", str(tree_path), "renew", "--judge", "scripted", "--filters",
+                           filters], capsys)
+    assert "NaN and infinities are refused" in err
+
+
+def _nested(depth: int) -> str:
+    return '{"not": ' * depth + '{"year": 1}' + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [40, 500, 100_000])
+def test_deep_filters_are_a_clear_error_on_the_cli(tree_path: Path, depth: int,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    start = time.monotonic()
+    err = _one_line_error(["ask", str(tree_path), "renew", "--judge", "scripted", "--filters",
+                           _nested(depth)], capsys)
+    assert "nested" in err and time.monotonic() - start < 5
+
+
+def test_citations_naming_no_passage_are_flagged() -> None:
+    from decisionrag._answer._citations import cited_numbers
+
+    assert cited_numbers("a [1] b [-1] c [12345] d [0] e [2, −3]") == [1, -1, 12345, 0, 2, -3]
+
+
+def test_python_warnings_are_plain_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "passports.md").write_text(DOC)
+    tree = build_tree([tmp_path / "passports.md"], tmp_path / "docs.tree").path  # no BM25 index
+    assert main(["ask", str(tree), "renew passport", "--judge", "scripted", "--hybrid", "bm25"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "warning" in line]
+    assert lines and all(line.startswith("decisionrag: warning: ") for line in lines), err
+    assert ".py:" not in err and "warnings.warn" not in err and "stacklevel" not in err

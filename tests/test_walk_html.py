@@ -1,4 +1,4 @@
-"""The walk page (Result.to_html) read as data: every stage, every candidate, no network."""
+"""The walk page (walk_page(result)) read as data: every stage, every candidate, no network."""
 
 from __future__ import annotations
 

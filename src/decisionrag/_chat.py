@@ -7,6 +7,7 @@ exception family (`JUDGE_ERRORS` for the describer, `ANSWER_ERRORS` for answers)
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -122,8 +123,8 @@ class ChatClient:
         choices = chunk.get("choices") or []
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         delta = first["delta"] if isinstance(first.get("delta"), dict) else {}
-        text = delta.get("content")
-        return (ChatReply(text if isinstance(text, str) else "", _count(usage.get("prompt_tokens")),
+        text = self._text(delta.get("content"), "a stream chunk's choices[0].delta.content")
+        return (ChatReply(text, _count(usage.get("prompt_tokens")),
                           _count(usage.get("completion_tokens")), seconds),
                 first.get("finish_reason") is not None)
 
@@ -134,10 +135,28 @@ class ChatClient:
             raise self.errors.protocol(
                 f"{self.who}: no choices[0].message.content in {str(payload)[:200]}"
             ) from exc
-        return str(content or "")
+        return self._text(content, "choices[0].message.content")
+
+    def _text(self, content: Any, where: str) -> str:
+        """The text of a message's `content`: a string, null (nothing), or a list of
+        ``{"type": "text", "text": ...}`` parts; anything else is the family's protocol error
+        (never its Python repr shown as an answer)."""
+        if content is None or isinstance(content, str):
+            return content or ""
+        if isinstance(content, list) and all(
+                isinstance(part, dict) and part.get("type") == "text"
+                and isinstance(part.get("text"), str) for part in content):
+            return "".join(part["text"] for part in content)
+        shown = json.dumps(content, ensure_ascii=False, default=str)[:120]
+        raise self.errors.protocol(f"{self.who}: {where} is {_kind(content)}, not text: {shown}")
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _count(value: Any) -> int | None:

@@ -7,9 +7,11 @@ navigator applies its own as a backstop around the whole walk.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import time
+from collections.abc import Iterator
 
 from ._errors import DeadlineExceeded, JudgeConfigError
 
@@ -23,16 +25,21 @@ class QueryDeadline:
     share it. `seconds` None means no deadline, only the retry budget. `problems` keeps the
     latest failures and `in_flight` counts the attempts out now (for a progress line)."""
 
-    def __init__(self, seconds: float | None, *, retry_budget: int = DEFAULT_RETRY_BUDGET) -> None:
+    def __init__(self, seconds: float | None, *, retry_budget: int = DEFAULT_RETRY_BUDGET,
+                 from_now: bool = False) -> None:
         if seconds is not None and not seconds > 0:
             raise JudgeConfigError(f"a deadline must be a positive number of seconds, not {seconds}")
         self.seconds = seconds
+        # from_now: the clock runs from here (a command's deadline counts its start-up too),
+        # not from the first `with`; entering again never restarts it
+        self.from_now = from_now
         self.retry_budget = retry_budget
         self.retries = 0
         self.problems: list[str] = []
         self.in_flight = 0
         self.started = time.monotonic()
         self.entered = False  # the walk has begun (the judge loaded, the tree opened)
+        self.entered_at: float | None = None
         self.first_request: float | None = None  # when the first HTTP attempt went out
         self._token: contextvars.Token[QueryDeadline | None] | None = None
 
@@ -55,7 +62,8 @@ class QueryDeadline:
         sends none); None before the walk began: loading a model is not waiting."""
         if not self.entered:
             return None
-        since = self.first_request if self.first_request is not None else self.started
+        since = self.first_request if self.first_request is not None else (
+            self.entered_at or self.started)
         return time.monotonic() - since
 
     def note(self, problem: str) -> None:
@@ -67,9 +75,21 @@ class QueryDeadline:
             + (f" (last problem: {self.problems[-1]})" if self.problems else "")
         )
 
+    @contextlib.contextmanager
+    def active(self) -> Iterator[QueryDeadline]:
+        """This deadline active for the code in the block (the HTTP layer reads it), its
+        clock untouched: for a step of a query already under way (generating its answer)."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+
     def __enter__(self) -> QueryDeadline:
-        self.started = time.monotonic()
+        if not self.from_now:
+            self.started = time.monotonic()
         self.entered = True
+        self.entered_at = self.entered_at or time.monotonic()
         self._token = _ACTIVE.set(self)
         return self
 

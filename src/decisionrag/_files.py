@@ -7,6 +7,9 @@
   temporary file beside its target and renamed into place; a failure leaves no file behind.
   `temporary_beside` + `os.replace` is the same protocol for writers that keep the temporary
   file open over a longer life (the tree writer).
+* `check_output` / `write_output` — the one rule for every file a command writes (a tree,
+  an HTML page, a report, a run): never one of the command's inputs, a folder, a device or
+  pipe, nor (without ``force``) a symbolic link or a file decisionrag did not write.
 * `ContentCache` — a folder of entries named by a digest of what produced them
   (`content_key`), written atomically; a damaged or foreign entry reads as a miss.
 """
@@ -18,13 +21,17 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+from ._errors import InputError
 
 PathLike = str | os.PathLike[str]
 
@@ -129,6 +136,11 @@ def _abandoned(middle: str, entry: os.DirEntry[str]) -> bool:
         return False
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user counts as alive)."""
+    return _process_alive(pid)
+
+
 def _process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -174,6 +186,122 @@ def atomic_write(
 def write_json_atomic(path: PathLike, value: Any, *, indent: int | None = None) -> Path:
     text = json.dumps(value, indent=indent, ensure_ascii=False)
     return atomic_write(path, text + ("\n" if indent is not None else ""))
+
+
+# ---------------------------------------------------------------- where an output may go
+
+
+@dataclass(frozen=True, slots=True)
+class OutputKind:
+    """What a command writes: its `name` for messages (``a decisionrag tree``) and `ours`,
+    whether a file already there is one decisionrag wrote of that kind (replaced without
+    ``--force``)."""
+
+    name: str
+    ours: Callable[[Path], bool]
+
+
+ANY_OUTPUT = OutputKind("a file decisionrag wrote", lambda path: False)
+
+
+def check_output(out: PathLike, inputs: Iterable[PathLike] = (), *, force: bool = False,
+                 kind: OutputKind = ANY_OUTPUT, within: Iterable[PathLike] = (),
+                 flag: str = "", inputs_are: str = "this command's inputs") -> Path:
+    """`out` as a Path, or `InputError` saying why the command must not write there.
+
+    The one rule of every output (``build -o``, ``--html``, ``eval --json`` ...):
+
+    * never a folder, a device, a pipe or a socket, nor one of the command's `inputs` (the
+      tree it reads, its sources, a history file) or an existing file inside one of the
+      `within` folders (the tree's vectors and indexes) — not even with `force`;
+    * a symbolic link is refused, even with `force`: renaming over it would replace the link
+      (as root, ``/dev/stdout`` itself), writing through it a file named elsewhere;
+    * an existing regular file is replaced when it is one of ours (`kind.ours`), else only
+      with `force`.
+
+    Writing itself goes through `atomic_write` (`write_output` does both)."""
+    path = Path(out).expanduser()
+    where = f"{flag} {path}" if flag else str(path)
+    if path.is_dir() and not path.is_symlink():
+        raise InputError(f"{where}: is a folder; name the file to write")
+    for given in inputs:
+        if _same_file(path, Path(given)):
+            raise InputError(f"{where}: is one of {inputs_are}; refusing to overwrite it "
+                             "(name another output file)")
+    for folder in within:
+        if path.exists() and _inside(path, Path(folder)):
+            raise InputError(f"{where}: is inside {folder}, which this command reads; refusing "
+                             "to overwrite it (name another output file)")
+    try:
+        info = path.lstat()
+    except OSError:  # nothing there (or its folder cannot be made): the writer will say
+        return path
+    if stat.S_ISLNK(info.st_mode):
+        return _symlink_output(path, where)
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{where}: is not a regular file (a device, pipe or socket); "
+                         "refusing to replace it, even with --force")
+    if force or kind.ours(path):
+        return path
+    raise InputError(f"{where}: exists and is not {kind.name}; refusing to overwrite it "
+                     "(pass --force to replace it, or name another output file)")
+
+
+def _symlink_output(path: Path, where: str) -> Path:
+    raise InputError(f"{where}: is a symbolic link (to {os.readlink(path)}); refusing to replace "
+                     "it or write through it, even with --force (name the file itself)")
+
+
+def write_output(out: PathLike, data: bytes | str | Callable[[IO[bytes]], Any], *,
+                 inputs: Iterable[PathLike] = (), force: bool = False,
+                 kind: OutputKind = ANY_OUTPUT, within: Iterable[PathLike] = (),
+                 flag: str = "") -> Path:
+    """`check_output`, then `atomic_write`; a file system error is an `InputError` naming
+    the path."""
+    path = check_output(out, inputs, force=force, kind=kind, within=within, flag=flag)
+    try:
+        return atomic_write(path, data)
+    except OSError as exc:
+        where = f"{flag} {path}" if flag else str(path)
+        raise InputError(f"{where}: cannot write it ({exc.strerror or exc})") from exc
+
+
+def check_output_folder(folder: PathLike, *, flag: str = "") -> Path:
+    """A folder an option writes files into (``--save-runs DIR``): an existing file or
+    device there is refused with a clear message; a missing folder is made later."""
+    path = Path(folder).expanduser()
+    where = f"{flag} {path}" if flag else str(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{where}: is not a folder; name a folder to write into")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+def starts_with(path: Path, marker: bytes, *, within: int = 4096) -> bool:
+    """Whether `marker` is in the first `within` bytes of the file (for `OutputKind.ours`)."""
+    try:
+        with path.open("rb") as handle:
+            return marker in handle.read(within)
+    except OSError:
+        return False
+
+
+HTML_GENERATOR = '<meta name="generator" content="decisionrag">'
+HTML_PAGE = OutputKind("an HTML page decisionrag wrote",
+                       lambda path: starts_with(path, HTML_GENERATOR.encode()))
 
 
 # ---------------------------------------------------------------- content-keyed cache

@@ -15,6 +15,11 @@ concurrency, retries, deadlines and error translation behave the same for every 
 * a 2xx body that is not strict JSON (NaN and Infinity are not JSON) is `JudgeProtocolError`;
 * every attempt is bounded as a whole (connect, headers and every byte of the body: a server
   that trickles one byte a second is cut off at `RetryPolicy.timeout`, not reset per byte);
+* every body is bounded in size after decompression (`HttpClient.max_response_bytes`, and
+  per line of a stream `MAX_LINE_BYTES`): bodies are read raw and inflated here, a piece at a
+  time, so a gzip bomb stops at the cap instead of expanding in memory; a stream is also cut
+  at its call's deadline (`RetryPolicy.deadline`, or the query's), however often the server
+  sends keep-alive comments or more text;
 * within a `QueryDeadline` (``with QueryDeadline(10): ...``, or ``deadline=`` of a
   Navigator query) every call of the query shares one clock and one retry budget: attempts
   are cut at the query's end, a ``Retry-After`` that reaches past it ends the call at once
@@ -28,12 +33,14 @@ Third-party (httpx) exceptions are translated here and nowhere else, always ``ra
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import math
 import random
 import re
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -54,6 +61,9 @@ T = TypeVar("T")
 DEFAULT_CONCURRENCY = 8
 RETRY_STATUSES = frozenset({408, 425, 429})  # and every 5xx
 _MESSAGE_LIMIT = 300
+MAX_RESPONSE_BYTES = 32 * 2**20  # a reply, decompressed: judges' and chat replies are KBs
+MAX_LINE_BYTES = 2**20  # one line of a server-sent-event stream
+ACCEPT_ENCODING = "gzip, deflate"  # what `BodyReader` inflates; nothing else is asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +336,11 @@ class LineSplitter:
     def __init__(self) -> None:
         self._pending = ""  # text after the last line end (at most a trailing CR of one)
 
+    @property
+    def pending(self) -> int:
+        """Characters of the line not yet ended."""
+        return len(self._pending)
+
     def feed(self, text: str) -> list[str]:
         """The lines `text` completes, without their line ends."""
         text = self._pending + text
@@ -346,6 +361,58 @@ class LineSplitter:
         if not rest:
             return []
         return [rest[:-1] if rest.endswith("\r") else rest]
+
+
+# ---------------------------------------------------------------- bounded bodies
+
+
+class BodyReader:
+    """A response body read raw and inflated here (``Content-Encoding`` gzip, deflate or
+    none), a piece at a time, never past `limit` bytes of output: a small compressed body
+    that would expand to gigabytes is stopped at the cap, having used no more memory."""
+
+    def __init__(self, encoding: str, limit: int, who: str, errors: ErrorFamily) -> None:
+        coding = encoding.strip().lower()
+        if coding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise errors.protocol(f"{who}: the response is encoded as {encoding!r}; decisionrag "
+                                  f"asks for {ACCEPT_ENCODING} only")
+        self._inflate = None if coding in ("", "identity") else zlib.decompressobj(
+            16 + zlib.MAX_WBITS if "gzip" in coding else zlib.MAX_WBITS)
+        self._raw_deflate = coding == "deflate"  # some servers send deflate without its header
+        self.limit, self.who, self.errors = limit, who, errors
+        self.size = 0
+
+    def feed(self, data: bytes) -> bytes:
+        """The body bytes `data` (raw, as received) stands for; `errors.protocol` past the limit."""
+        if self._inflate is not None and data:
+            data = self._inflated(data)
+        self.size += len(data)
+        if self.size > self.limit:
+            raise self.errors.protocol(f"{self.who}: the response is larger than "
+                                       f"{self.limit:,} bytes (after decompression); refused")
+        return data
+
+    def _inflated(self, data: bytes) -> bytes:
+        assert self._inflate is not None
+        room = self.limit - self.size + 1  # one byte over is enough to know
+        try:
+            out = self._inflate.decompress(data, room)
+        except zlib.error as exc:
+            if not (self._raw_deflate and self.size == 0):
+                raise self.errors.protocol(f"{self.who}: the compressed response is damaged "
+                                           f"({exc})") from exc
+            self._inflate, self._raw_deflate = zlib.decompressobj(-zlib.MAX_WBITS), False
+            return self._inflated(data)
+        if self._inflate.unconsumed_tail and len(out) < room:  # pragma: no cover - zlib contract
+            out += self._inflate.decompress(self._inflate.unconsumed_tail, room - len(out))
+        return out
+
+
+async def read_body(response: Any, limit: int, who: str, errors: ErrorFamily) -> bytes:
+    """The whole body of a streamed httpx `response`, bounded by `BodyReader`."""
+    reader = BodyReader(response.headers.get("content-encoding", ""), limit, who, errors)
+    parts = [reader.feed(chunk) async for chunk in response.aiter_raw()]
+    return b"".join(parts)
 
 
 # ---------------------------------------------------------------- per-event-loop state
@@ -400,9 +467,11 @@ class HttpClient:
         concurrency: int = DEFAULT_CONCURRENCY,
         who: str = "judge",
         errors: ErrorFamily = JUDGE_ERRORS,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if concurrency < 1:
             raise errors.config(f"{who}: concurrency must be at least 1")
+        self.max_response_bytes = max_response_bytes
         self.base_url = base_url.rstrip("/")
         self.headers = dict(headers or {})
         self.policy = policy or RetryPolicy()
@@ -447,34 +516,43 @@ class HttpClient:
         return parse_json(reply.body, self.who, self.errors), time.perf_counter() - start
 
     async def _send(self, path: str, body: bytes | None, timeout: float) -> Reply:
-        """POST `body` to `path` (GET when `body` is None)."""
+        """POST `body` to `path` (GET when `body` is None); the body read whole, bounded in
+        size (`max_response_bytes`, decompressed)."""
         client, slots = self._state.get()
         headers = {"Content-Type": "application/json", "Accept": "application/json",
-                   **self.headers}
+                   "Accept-Encoding": ACCEPT_ENCODING, **self.headers}
         async with slots:
             start = time.perf_counter()
             self.attempts += 1
             with self._translated(timeout):
-                if body is None:
-                    response = await client.get(path, headers=headers, timeout=timeout)
-                else:
-                    response = await client.post(path, content=body, headers=headers,
-                                                 timeout=timeout)
-        return Reply(response.status_code, response.headers, response.content,
-                     time.perf_counter() - start)
+                request = client.build_request("GET" if body is None else "POST", path,
+                                               content=body, headers=headers, timeout=timeout)
+                response = await client.send(request, stream=True)
+                try:
+                    content = await read_body(response, self.max_response_bytes, self.who,
+                                              self.errors)
+                finally:
+                    await response.aclose()
+        return Reply(response.status_code, response.headers, content, time.perf_counter() - start)
 
     async def post_lines(self, path: str, payload: Any) -> AsyncIterator[str]:
         """POST `payload` to `path` and yield the response's lines as they arrive (for
         server-sent events: split by `LineSplitter`, at CRLF, CR and LF only). Attempts are
         retried as `post_json`'s are until a 2xx status comes back; once lines flow, a broken
         or stalled connection is `unavailable` (half an answer cannot be sent again without
-        showing it twice). The stream holds one concurrency slot while it is read."""
+        showing it twice). The whole call ends by its deadline — `RetryPolicy.deadline`, or
+        the active query's if sooner — however the server keeps the stream alive (comments,
+        endless text); the stream is bounded in size (`max_response_bytes`, a line
+        `MAX_LINE_BYTES`). The stream holds one concurrency slot while it is read."""
         import httpx
 
         body = dump_json(payload)
         client, slots = self._state.get()
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                   **self.headers}
+                   "Accept-Encoding": ACCEPT_ENCODING, **self.headers}
+        query = active_deadline()
+        ends = time.monotonic() + min(self.policy.deadline,
+                                      query.remaining() if query is not None else math.inf)
 
         async def attempt(timeout: float) -> Any:
             self.attempts += 1
@@ -484,7 +562,8 @@ class HttpClient:
                 response = await client.send(request, stream=True)
                 if not 200 <= response.status_code < 300:
                     try:
-                        content = await response.aread()
+                        content = await read_body(response, self.max_response_bytes, self.who,
+                                                  self.errors)
                     finally:
                         await response.aclose()
                     check_status(Reply(response.status_code, response.headers, content, 0.0),
@@ -493,12 +572,8 @@ class HttpClient:
 
         async with slots:
             response = await with_retries(attempt, self.policy, self.who, self.errors)
-            lines = LineSplitter()
             try:
-                async for text in response.aiter_text():
-                    for line in lines.feed(text):
-                        yield line
-                for line in lines.close():
+                async for line in self._lines(response, ends, query):
                     yield line
             except httpx.TimeoutException as exc:
                 raise self.errors.unavailable(
@@ -507,6 +582,39 @@ class HttpClient:
                 raise self.errors.unavailable(f"{self.who}: the stream broke off: {exc!r}") from exc
             finally:
                 await response.aclose()
+
+    async def _lines(self, response: Any, ends: float,
+                     query: QueryDeadline | None) -> AsyncIterator[str]:
+        """The lines of a streamed `response`, each piece read before `ends`."""
+        reader = BodyReader(response.headers.get("content-encoding", ""),
+                            self.max_response_bytes, self.who, self.errors)
+        text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        lines = LineSplitter()
+        pieces = response.aiter_raw()
+        while True:
+            try:
+                async with asyncio.timeout(max(0.0, ends - time.monotonic())):
+                    raw = await anext(pieces)
+            except StopAsyncIteration:
+                break
+            except TimeoutError as exc:
+                raise self._stream_expired(query) from exc
+            for line in lines.feed(text.decode(reader.feed(raw))):
+                yield line
+            if lines.pending > MAX_LINE_BYTES:
+                raise self.errors.protocol(f"{self.who}: a line of the stream is longer than "
+                                           f"{MAX_LINE_BYTES:,} characters; refused")
+        for line in lines.feed(text.decode(b"", final=True)) + lines.close():
+            yield line
+
+    def _stream_expired(self, query: QueryDeadline | None) -> Exception:
+        if query is not None and query.remaining() <= 0:
+            message = (f"{self.who}: the query's deadline of {query.seconds:g}s passed while "
+                       "the reply was streaming")
+            return DeadlineExceeded(message) if self.errors is JUDGE_ERRORS else \
+                self.errors.unavailable(message)
+        return self.errors.unavailable(f"{self.who}: the stream went on past its deadline of "
+                                       f"{self.policy.deadline:g}s; cut off")
 
     @contextlib.contextmanager
     def _translated(self, timeout: float) -> Iterator[None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ class Query:
         """This query, or `InputError` when it cannot be asked: an empty question, or text
         that is not valid Unicode (a byte that was not UTF-8 on the command line arrives as a
         lone surrogate, which no judge can be sent)."""
-        if not isinstance(self.text, str) or not self.text.strip():
+        if not isinstance(self.text, str) or not is_visible(self.text):
             raise InputError("the question is empty: ask something")
         _check_text(self.text, "the question")
         _check_text(self.context, "the context")
@@ -64,6 +65,23 @@ class Query:
         """The last `n` turns including the current user turn."""
         turns = (*self.history, Turn("user", self.text))
         return turns[-n:]
+
+
+# What counts as something to read: any character but white space, control and format
+# characters (zero-width, bidi, soft hyphen, tags, variation selectors), combining diacritics
+# and blank fillers. One pattern, written with the characters themselves so that every regex
+# engine reads it alike: the server's JSON schema states it (`pattern`) and `Query.check`
+# applies it.
+VISIBLE = ("[^\\s\x00-\x1f\x7f-\xa0\xad\u0300-\u036f\u034f\u061c\u115f\u1160\u17b4\u17b5"
+           "\u180b-\u180f\u200b-\u200f\u2028-\u202f\u205f-\u206f\u2800\u3000\u3164\ufe00-\ufe0f"
+           "\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]")
+_VISIBLE = re.compile(VISIBLE)
+
+
+def is_visible(text: str) -> bool:
+    """Whether `text` has something to read (a character `VISIBLE` matches). A lone
+    surrogate counts: `Query.check` then names the byte that was not UTF-8."""
+    return _VISIBLE.search(text) is not None
 
 
 def _check_text(text: str, what: str) -> None:

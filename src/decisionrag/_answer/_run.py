@@ -8,14 +8,16 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from .._errors import InputError
+from .._deadline import QueryDeadline
+from .._errors import AnswerError, InputError
 from .._navigate import Hit, Navigator, Result
 from .._query import Query, Turn
 from .._sync import run_sync
@@ -24,6 +26,7 @@ from ._generator import Generation, Generator, load_generator
 from ._prompts import Source, Task, build_messages, get_task
 
 DEFAULT_TOP = 5  # passages given to the generator (the paper answers from the top five)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +63,15 @@ async def aanswer(
     k: int = 10,
     task: str | Task = "auto",
     notepad: Sequence[str] | None = None,
+    deadline: float | QueryDeadline | None = None,
 ) -> Answer:
     """Walk the tree for `query`, then have `generator` answer from the top `top` passages
-    with bracketed citations. A generator given by id is opened and closed here."""
+    with bracketed citations. A generator given by id is opened and closed here.
+    `deadline` (seconds, or a `QueryDeadline`) bounds the walk and the answer together."""
     answer: Answer | None = None
     async for event in astream_answer(navigator, query, generator=generator, history=history, top=top,
-                                      k=k, task=task, notepad=notepad, stream=False):
+                                      k=k, task=task, notepad=notepad, stream=False,
+                                      deadline=deadline):
         answer = event.answer or answer
     assert answer is not None
     return answer
@@ -87,28 +93,71 @@ async def astream_answer(
     task: str | Task = "auto",
     notepad: Sequence[str] | None = None,
     stream: bool = True,
+    deadline: float | QueryDeadline | None = None,
 ) -> AsyncIterator[AnswerEvent]:
-    """`aanswer` as events: ``retrieved``, ``delta``s as the model writes, ``done``."""
+    """`aanswer` as events: ``retrieved``, ``delta``s as the model writes, ``done``.
+
+    `deadline` (seconds, or a `QueryDeadline`) covers the walk and the whole answer: the
+    model's requests and retries fit in what the walk left, and a stream is cut when it runs
+    out, however the model keeps it going (`AnswerError` saying so)."""
     model, owned = _generator(generator)
+    scope = deadline if isinstance(deadline, QueryDeadline) or deadline is None else \
+        QueryDeadline(deadline, from_now=True)
     try:
-        result = await navigator.aretrieve(query, history, k=max(k, top), notepad=notepad)
+        result = await navigator.aretrieve(query, history, k=max(k, top), notepad=notepad,
+                                           deadline=scope)
         yield AnswerEvent("retrieved", result=result)
         hits, chosen, messages = prompt_for(result, top, task)
         start = time.perf_counter()
         pieces: list[Generation] = []
         if stream:
-            async for piece in model.stream(messages, max_tokens=chosen.max_tokens):
+            async for piece in within_stream(model.stream(messages, max_tokens=chosen.max_tokens),
+                                             scope, model.name):
                 pieces.append(piece)
                 if piece.text:
                     yield AnswerEvent("delta", text=piece.text)
         else:
-            pieces.append(await model.generate(messages, max_tokens=chosen.max_tokens))
+            pieces.append(await within(model.generate(messages, max_tokens=chosen.max_tokens),
+                                       scope, model.name))
         usage = _usage(pieces, time.perf_counter() - start)
         text = "".join(p.text for p in pieces)
         yield AnswerEvent("done", answer=Answer.of(text, result, hits, chosen.name, model.name, usage))
     finally:
         if owned:
             await model.aclose()
+
+
+async def within(work: Awaitable[T], scope: QueryDeadline | None, who: str) -> T:
+    """`work` (one step of the answer) inside `scope`: the HTTP layer's calls share its clock
+    and retry budget, and a backstop timer cuts the step when the scope runs out."""
+    if scope is None:
+        return await work
+    with scope.active():
+        left = scope.remaining()
+        try:
+            async with asyncio.timeout(None if left == math.inf else max(left, 0.0)):
+                return await work
+        except TimeoutError as exc:
+            raise AnswerError(f"{who}: the query's deadline of {scope.seconds:g}s passed while "
+                              "the answer was being written") from exc
+
+
+async def within_stream(pieces: AsyncIterator[T], scope: QueryDeadline | None,
+                        who: str) -> AsyncIterator[T]:
+    """The items of `pieces`, each awaited `within` `scope`; the stream is closed (its
+    connection released) however it ends."""
+    iterator = aiter(pieces)
+    try:
+        while True:
+            try:
+                item = await within(anext(iterator), scope, who)
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        closing = getattr(iterator, "aclose", None)
+        if closing is not None:
+            await closing()
 
 
 def stream_answer(navigator: Navigator, query: str | Query, **options: Any) -> Iterator[AnswerEvent]:

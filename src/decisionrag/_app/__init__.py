@@ -30,12 +30,14 @@ Building
     (a document already in the tree, by key or source file, is replaced in place).
 Editing
     `remove_documents(tree, keys)`; `sync_sources(tree, sources, dry_run=...)` (added,
-    changed by content hash, removed; one atomic write).
+    changed by content hash, removed; one atomic write). Every writer runs in `editing(tree)`:
+    one writer at a time (a lock beside the tree), the tree and its vectors and indexes
+    published together or not at all; a shell chaining writers wraps them in one.
 """
 
 from ._answer import answer_once
 from ._ask import aask, ask
-from ._build import add_sources, build_tree, read_documents
+from ._build import add_sources, build_tree, editing, read_documents
 from ._display import degraded_warning, format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
 from ._engine import Navigator, aclose_navigator, close_navigator, open_navigator
@@ -57,6 +59,7 @@ __all__ = [
     "build_tree",
     "close_navigator",
     "degraded_warning",
+    "editing",
     "evaluate",
     "format_hits",
     "format_trace",

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 
 from .._answer import Answer, AnswerEvent, astream_answer, load_generator
+from .._deadline import QueryDeadline
 from .._query import Query
 from .._sync import run_sync
 from ._engine import Navigator
@@ -23,9 +24,13 @@ def answer_once(
     task: str = "auto",
     stream: bool = False,
     on_event: Callable[[AnswerEvent], None] | None = None,
+    deadline: float | QueryDeadline | None = None,
 ) -> Answer:
     """Open the tree, the judge and the generator (checked first: a missing one fails
-    before any walk), answer once, release all three."""
+    before any walk), answer once, release all three. `deadline` (seconds from now, or a
+    `QueryDeadline`) bounds everything: opening, the walk and the whole answer."""
+    if deadline is not None and not isinstance(deadline, QueryDeadline):
+        deadline = QueryDeadline(deadline, from_now=True)
     model = load_generator(generator, base_url=base_url)
     navigator = Navigator(tree_path, judge_id, preset)
 
@@ -33,7 +38,8 @@ def answer_once(
         try:
             found: Answer | None = None
             async for event in astream_answer(navigator, Query.of(query), generator=model, top=top,
-                                              k=max(10, top), task=task, stream=stream):
+                                              k=max(10, top), task=task, stream=stream,
+                                              deadline=deadline):
                 if on_event is not None:
                     on_event(event)
                 found = event.answer or found

@@ -6,6 +6,7 @@ adds group levels. This module is where the two meet, so neither imports the oth
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -15,8 +16,10 @@ from .._build import BuildReport, Reader
 from .._build import build_tree as write_tree
 from .._build import read_documents as _read_documents
 from .._build._indexes import build_indexes, store_bm25
-from .._build._vectors import embed_tree, store_vectors
-from .._tree import DocumentSpec, TreeWriter
+from .._build._vectors import embed_tree as _embed_tree
+from .._build._vectors import store_vectors
+from .._tree import DocumentSpec, TreeWriter, check_output
+from .._tree._publish import publishing
 
 OnSkip = Callable[[str, str], None]  # (file, reason)
 
@@ -46,18 +49,39 @@ def build_tree(
 
     `bm25`: store the BM25 index with the tree (``TREE.bm25/``, built in one streaming pass)
     so that no query indexes: True, False or ``"auto"`` (when bm25s, the ``eval`` extra, is
-    installed; otherwise `BuildReport.bm25_note`)."""
+    installed; otherwise `BuildReport.bm25_note`).
+
+    The tree, its vectors and its BM25 index are published together (`editing`): a build
+    interrupted at any point (an error, Ctrl-C, SIGTERM, even SIGKILL) leaves the tree that
+    was there with its own vectors, never the new tree with old ones."""
     finish = None
     if cluster is not None:
         finish = _cluster_step(cluster, cluster_model, dict(cluster_options or {}))
-    report = write_tree(sources, out, format=format, progress=progress, reader=reader,
-                        finish=finish, force=force)
-    if vectors:
-        store_vectors(report, required=vectors is True, model=vectors_model,
-                      precision=vectors_precision, progress=progress)
-    if bm25:
-        store_bm25(report, required=bm25 is True)
+    check_output(out, sources, force=force)  # before the lock beside it is taken
+    with editing(out):
+        report = write_tree(sources, out, format=format, progress=progress, reader=reader,
+                            finish=finish, force=force)
+        if vectors:
+            store_vectors(report, required=vectors is True, model=vectors_model,
+                          precision=vectors_precision, progress=progress)
+        if bm25:
+            store_bm25(report, required=bm25 is True)
     return report
+
+
+def editing(tree: str | os.PathLike[str]) -> contextlib.AbstractContextManager[Any]:
+    """One change of `tree` and of what is stored beside it, published together at the end
+    of the block and by one writer at a time (`decisionrag._tree._publish`): a second
+    writer waits, then works on what the first published; an interrupted change leaves
+    nothing of itself. Every writer of the application layer runs inside one; a shell that
+    chains writers (add, then refresh the vectors) wraps them in one."""
+    return publishing(tree)
+
+
+def embed_tree(tree: str | os.PathLike[str], **options: Any) -> Any:
+    """`decisionrag._build._vectors.embed_tree`, published with the tree (`editing`)."""
+    with editing(tree):
+        return _embed_tree(tree, **options)
 
 
 def refresh_vectors(tree: str | os.PathLike[str], *, progress: bool = False) -> list[Any]:
@@ -67,10 +91,11 @@ def refresh_vectors(tree: str | os.PathLike[str], *, progress: bool = False) -> 
     from .._build import BuildReport
     from .._tree._vectors import available_sets
 
-    reports: list[Any] = [embed_tree(tree, model=stored.model, precision=stored.precision,
-                                     progress=progress) for stored in available_sets(tree)]
-    built = BuildReport(path=Path(tree))
-    store_bm25(built)
+    with editing(tree):
+        reports: list[Any] = [embed_tree(tree, model=stored.model, precision=stored.precision,
+                                         progress=progress) for stored in available_sets(tree)]
+        built = BuildReport(path=Path(tree))
+        store_bm25(built)
     reports.extend(r for r in (built.bm25,) if r is not None)
     return reports
 
@@ -80,7 +105,8 @@ def index_tree(tree: str | os.PathLike[str], *, ann: bool | None = None) -> list
     nothing (`decisionrag index`): its BM25 index and the ANN index of each vector set
     (`ann`: True always, False never — removing one —, None from `ANN_FROM` passages or
     where one exists). Returns their reports."""
-    return build_indexes(tree, ann=ann)
+    with editing(tree):
+        return build_indexes(tree, ann=ann)
 
 
 def _cluster_step(n_groups: int | str, model: str | None,
@@ -123,5 +149,6 @@ def add_sources(
     replaces it in its place); returns its report. The file is replaced atomically."""
     from .._cluster import add_documents
 
-    return add_documents(tree, read_documents(sources, format, on_skip=on_skip), cache=cache,
-                         progress=progress, replace=True)
+    with editing(tree):
+        return add_documents(tree, read_documents(sources, format, on_skip=on_skip), cache=cache,
+                             progress=progress, replace=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._tree import DocumentSpec, Tree
 from .._tree._edits import VOLATILE_KEYS, fingerprint
-from ._build import OnSkip, read_documents
+from ._build import OnSkip, editing, read_documents
 
 
 @dataclass
@@ -39,7 +39,8 @@ def remove_documents(tree: str | os.PathLike[str], keys: Sequence[str]) -> Any:
     atomic step; groups left empty go too. An InputError names keys the tree lacks."""
     from .._cluster._update import edit_documents
 
-    return edit_documents(tree, remove=list(dict.fromkeys(keys)))
+    with editing(tree):
+        return edit_documents(tree, remove=list(dict.fromkeys(keys)))
 
 
 def sync_sources(
@@ -52,6 +53,15 @@ def sync_sources(
     whose content hash differs (`decisionrag._tree._edits.fingerprint`) replace the stored
     ones in place, and the tree's documents absent from the sources are removed — all in one
     atomic write. A document whose only change is its file's mtime gets the new metadata."""
+    if dry_run:
+        return _sync(tree, sources, format, cache, True, on_skip, progress)
+    with editing(tree):  # read and written under the tree's lock: no change is lost
+        return _sync(tree, sources, format, cache, False, on_skip, progress)
+
+
+def _sync(tree: str | os.PathLike[str], sources: Sequence[str | Path], format: str,
+          cache: str | os.PathLike[str] | None, dry_run: bool, on_skip: OnSkip | None,
+          progress: bool) -> SyncReport:
     report = SyncReport(dry_run=dry_run)
     writes: list[DocumentSpec] = []
     metadata: dict[str, dict[str, Any]] = {}

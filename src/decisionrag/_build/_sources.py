@@ -117,8 +117,30 @@ def _single_file(path: Path, fmt: str) -> _Source:
     return _Source(path, file_format, (), path.name)
 
 
+def shown_name(path: str | os.PathLike[str]) -> str:
+    """A file name as it can be printed and stored: bytes that are not UTF-8 written as
+    ``\\xe9`` (a name read from the file system keeps them as lone surrogates)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _name_problem(source: _Source) -> str | None:
+    """Why the file's name cannot be stored (a document key, its groups and its `source`
+    metadata are text), or None."""
+    try:
+        str(source.path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = str(source.path)[exc.start]
+        byte = ord(bad) - 0xDC00 if 0xDC80 <= ord(bad) <= 0xDCFF else None
+        shown = f"byte 0x{byte:02x}" if byte is not None else f"character U+{ord(bad):04X}"
+        return f"its name is not UTF-8 ({shown}); rename the file"
+    return None
+
+
 def _read_document(source: _Source) -> DocumentSpec | str:
     """The document of a single-document file, or the reason it is skipped."""
+    problem = _name_problem(source)
+    if problem is not None:
+        return problem
     try:
         data = source.path.read_bytes()
     except OSError as exc:
@@ -147,6 +169,9 @@ def read_source(source: _Source) -> list[DocumentSpec] | str:
     if source.format != "jsonl":
         document = _read_document(source)
         return document if isinstance(document, str) else [document]
+    problem = _name_problem(source)
+    if problem is not None:
+        return problem
     try:
         documents = list(iter_jsonl(source.path, source.groups))
     except OSError as exc:
@@ -161,7 +186,7 @@ def _documents(source: _Source, skipped: Skipped, advance: Progress) -> Iterator
     document = _read_document(source)
     advance(source_size(source.path))
     if isinstance(document, str):
-        skipped.append((str(source.path), document))
+        skipped.append((shown_name(source.path), document))
     else:
         yield document
 
@@ -169,16 +194,20 @@ def _documents(source: _Source, skipped: Skipped, advance: Progress) -> Iterator
 def _jsonl_documents(
     source: _Source, skipped: Skipped, advance: Progress
 ) -> Iterator[DocumentSpec]:
+    problem = _name_problem(source)
+    if problem is not None:
+        skipped.append((shown_name(source.path), problem))
+        return
     count = 0
     try:
         for document in iter_jsonl(source.path, source.groups, progress=advance):
             count += 1
             yield document
     except OSError as exc:
-        skipped.append((str(source.path), f"unreadable ({exc.strerror or exc})"))
+        skipped.append((shown_name(source.path), f"unreadable ({exc.strerror or exc})"))
         return
     if count == 0:
-        skipped.append((str(source.path), "empty"))
+        skipped.append((shown_name(source.path), "empty"))
 
 
 def source_size(path: Path) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 from .._progress import Step, quiet, step
 from .._tree import NodeKind, Tree
 from .._tree._vectors import (
+    CHECKS_SUFFIX,
     NodeVectors,
     VectorsError,
     available_sets,
@@ -35,7 +36,6 @@ from .._tree._vectors import (
 from .._words import Lexicon
 
 EncodeFn = Callable[[Sequence[str]], np.ndarray]
-CHECKS_SUFFIX = ".checks.npy"
 
 
 @dataclass(slots=True)

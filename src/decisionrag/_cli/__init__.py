@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
-from .._errors import DecisionRAGError
+from .._errors import DeadlineExceeded, DecisionRAGError
 from ._terminal import SafeStream, printable
 
 # each module defines register(subparsers); its commands set `func(args) -> int`
@@ -55,13 +57,36 @@ def _exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
+def _plain_warning(message: Warning | str, category: type[Warning], filename: str,
+                   lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """A Python warning as one plain line: what it says, not the source line that said it."""
+    text = " ".join(str(message).split())
+    print(printable(f"decisionrag: warning: {text}"), file=file or sys.stderr)
+
+
+class _Outcome:
+    deadline_passed = False  # the command failed because its deadline passed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command (`argv`, else the process's own arguments); its exit status. Run as the
+    program (no `argv`), a command whose deadline passed ends the process at once: work it
+    abandoned (a judge still embedding on a worker thread) is not waited for."""
     out = sys.stdout  # stderr stays raw: progress bars draw there with \r
     sys.stdout = SafeStream(out)
+    shown: Any = warnings.showwarning
+    warnings.showwarning = _plain_warning
+    _Outcome.deadline_passed = False
     try:
-        return _main(argv)
+        code = _main(argv)
     finally:
         sys.stdout = out
+        warnings.showwarning = shown
+    if argv is None and _Outcome.deadline_passed:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # nothing is being written: a query only read, and has failed
+    return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -75,6 +100,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(args.func(args) or 0)
     except DecisionRAGError as exc:
         print(printable(f"decisionrag: error: {exc}"), file=sys.stderr)
+        _Outcome.deadline_passed = isinstance(exc, DeadlineExceeded)
         return 2
     except KeyboardInterrupt:
         print("decisionrag: interrupted", file=sys.stderr)

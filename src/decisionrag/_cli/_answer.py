@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._query import Query
 from .._walkpage import walk_page
-from ._ask import read_history, write_html
+from ._ask import add_force_argument, check_html, read_history, seconds_arg, write_html
+from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
+
+DEFAULT_DEADLINE = 120.0  # seconds for the walk and the whole answer, from the command's start
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -44,6 +48,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="earlier turns: a JSON list of {role, text}, or JSON lines")
     parser.add_argument("--context", default="", help="the user's situation (background)")
+    parser.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                        help="the walk and the whole answer (every request, retry and wait; a "
+                        "stream however long the model keeps it going) must finish within this "
+                        f"many seconds of the start, or fail saying so (default {DEFAULT_DEADLINE:g})")
+    add_force_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -53,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
+    check_html(args)
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history)
     out = sys.stdout
@@ -66,12 +76,15 @@ def run(args: argparse.Namespace) -> int:
             out.write(event.text)
             out.flush()
 
-    reply = answer_once(
-        args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
-        base_url=args.base_url, top=args.top, task=args.task, stream=args.stream, on_event=show,
-    )
+    scope = QueryDeadline(args.deadline, from_now=True)
+    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER):
+        reply = answer_once(
+            args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
+            base_url=args.base_url, top=args.top, task=args.task, stream=args.stream,
+            on_event=show, deadline=scope,
+        )
     if args.html:
-        write_html(args.html, walk_page(reply))
+        write_html(args, walk_page(reply))
     if args.json:
         if not args.stream:
             json.dump(reply.to_dict(), out, ensure_ascii=False, indent=2)

@@ -62,28 +62,38 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="a filter as JSON, e.g. '{\"year\": {\"gte\": 2023}, \"or\": [...]}' "
                         "(combined with --filter)")
     parser.add_argument("--deadline", type=seconds_arg, default=DEFAULT_DEADLINE, metavar="SECONDS",
-                        help="the whole query (every request, retry and wait) must finish within "
-                        f"this many seconds, or fail naming the stage (default {DEFAULT_DEADLINE:g})")
+                        help="the whole query (opening the tree and the judge, every request, retry "
+                        "and wait) must finish within this many seconds of the start, or fail "
+                        f"naming the stage (default {DEFAULT_DEADLINE:g})")
     parser.add_argument("--notice-after", type=seconds_arg, default=DEFAULT_NOTICE_AFTER,
                         metavar="SECONDS", help="print a line on stderr when the judge has not "
                         f"answered for this long, and again as often (default {DEFAULT_NOTICE_AFTER:g})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--trace", action="store_true", help="also print the walk, stage by stage")
     parser.add_argument("--html", type=Path, metavar="FILE",
-                        help="also write the walk as one self-contained HTML page")
+                        help="also write the walk as one self-contained HTML page (a page "
+                        "decisionrag wrote there is replaced; any other file only with --force)")
+    add_force_argument(parser)
     parser.set_defaults(func=run)
+
+
+def add_force_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="replace an output file decisionrag did not write (never one of "
+                        "this command's inputs, a folder or a device)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
+    check_html(args)  # before the walk: a refused output costs nothing
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history).check()
-    scope = QueryDeadline(args.deadline)
+    scope = QueryDeadline(args.deadline, from_now=True)  # the command's start-up counts too
     with notice_when_slow(scope, args.notice_after):
         result = _ask_once(args, query, scope)
     if args.html:
-        write_html(args.html, walk_page(result))
+        write_html(args, walk_page(result))
         print(f"wrote {args.html}", file=sys.stderr)
     warning = degraded_warning(result)
     if warning:
@@ -105,10 +115,18 @@ def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
             given = json.loads(args.filters)
         except json.JSONDecodeError as exc:
             raise InputError(f"--filters: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        except RecursionError as exc:
+            raise InputError("--filters: JSON nested too deeply") from exc
         if not isinstance(given, dict):
             raise InputError("--filters: expected a JSON object")
         spec = {"and": [*(spec or {}).get("and", []), given]}
+    if spec is not None:
+        from .._navigate._filters import parse_filters
+
+        parse_filters(spec)  # refused here, before the tree and the judge are opened
     return spec
+
+
 def seconds_arg(value: str) -> float:
     try:
         seconds = float(value)
@@ -132,17 +150,31 @@ def _ask_once(args: argparse.Namespace, query: Query, scope: QueryDeadline) -> A
     )
 
 
-def write_html(path: Path, page: str) -> None:
-    """Write the page whole or not at all (the one atomic writer)."""
-    from .._files import atomic_write
+def _html_rule(args: argparse.Namespace) -> dict[str, Any]:
+    """The output rule of --html: never the tree read (nor its vectors and indexes) or the
+    history file; a page decisionrag wrote is replaced, anything else only with --force."""
+    from .._files import HTML_PAGE
+    from .._tree._output import tree_inputs
 
-    target = path.expanduser()
-    if target.is_dir():
-        raise InputError(f"{path}: is a folder; --html needs a file name")
-    try:
-        atomic_write(target, page)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the HTML page ({exc.strerror})") from exc
+    files, folders = tree_inputs(args.tree)
+    inputs = [*files, *([args.history] if args.history else [])]
+    return {"inputs": inputs, "within": folders, "force": args.force, "kind": HTML_PAGE,
+            "flag": "--html"}
+
+
+def check_html(args: argparse.Namespace) -> None:
+    """Refuse a bad --html path before any work is done."""
+    if args.html:
+        from .._files import check_output
+
+        check_output(args.html, **_html_rule(args))
+
+
+def write_html(args: argparse.Namespace, page: str) -> None:
+    """Write the page whole or not at all, under the one output rule."""
+    from .._files import write_output
+
+    write_output(args.html, page, **_html_rule(args))
 
 
 def read_history(path: Path) -> tuple[Turn, ...]:

@@ -94,15 +94,17 @@ def _warn_skipped(file: str, reason: str) -> None:
 
 
 def _run_add(args: argparse.Namespace) -> int:
-    from .._app import add_sources
+    from .._app import add_sources, editing
 
-    report = add_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
-                         progress=not args.quiet, on_skip=_warn_skipped)
-    if report.added == 0 and not report.replaced:
-        raise InputError(f"no documents found in {', '.join(args.sources)}; {args.tree} unchanged")
-    if not args.quiet:
-        print(report.summary())
-    _refresh_vectors(args.tree, args.quiet)
+    with editing(args.tree):  # the tree and its vectors published together, one writer at a time
+        report = add_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
+                             progress=not args.quiet, on_skip=_warn_skipped)
+        if report.added == 0 and not report.replaced:
+            raise InputError(f"no documents found in {', '.join(args.sources)}; {args.tree} "
+                             "unchanged")
+        if not args.quiet:
+            print(report.summary())
+        _refresh_vectors(args.tree, args.quiet)
     return 0
 
 
@@ -138,12 +140,14 @@ def _register_rebalance(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_rebalance(args: argparse.Namespace) -> int:
+    from .._app import editing
     from .._cluster import rebalance
 
-    report = rebalance(args.tree, min_size=args.min_size, max_size=args.max_size,
-                       describer=describer_from_args(args), cache=args.cache_dir,
-                       progress=not args.quiet)
-    if not args.quiet:
-        print(report.summary())
-    _refresh_vectors(args.tree, args.quiet)
+    with editing(args.tree):
+        report = rebalance(args.tree, min_size=args.min_size, max_size=args.max_size,
+                           describer=describer_from_args(args), cache=args.cache_dir,
+                           progress=not args.quiet)
+        if not args.quiet:
+            print(report.summary())
+        _refresh_vectors(args.tree, args.quiet)
     return 0

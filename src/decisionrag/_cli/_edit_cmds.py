@@ -26,15 +26,16 @@ def _register_remove(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run_remove(args: argparse.Namespace) -> int:
-    from .._app import remove_documents
+    from .._app import editing, remove_documents
     from ._cluster_cmds import _refresh_vectors
 
-    report = remove_documents(args.tree, args.doc_ids)
-    if not args.quiet:
-        print(f"removed {len(report.removed):,} documents from {args.tree}"
-              + (f" ({report.removed_groups} groups left empty removed)"
-                 if report.removed_groups else ""))
-    _refresh_vectors(args.tree, args.quiet)
+    with editing(args.tree):  # the tree and its vectors published together
+        report = remove_documents(args.tree, args.doc_ids)
+        if not args.quiet:
+            print(f"removed {len(report.removed):,} documents from {args.tree}"
+                  + (f" ({report.removed_groups} groups left empty removed)"
+                     if report.removed_groups else ""))
+        _refresh_vectors(args.tree, args.quiet)
     return 0
 
 
@@ -66,13 +67,17 @@ def _warn_skipped(file: str, reason: str) -> None:
 
 
 def _run_sync(args: argparse.Namespace) -> int:
-    from .._app import sync_sources
+    import contextlib
+
+    from .._app import editing, sync_sources
     from ._cluster_cmds import _refresh_vectors
 
-    report = sync_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
-                          dry_run=args.dry_run, on_skip=_warn_skipped, progress=not args.quiet)
-    if not args.dry_run:
-        _refresh_vectors(args.tree, args.quiet)
+    with contextlib.nullcontext() if args.dry_run else editing(args.tree):
+        report = sync_sources(args.tree, args.sources, format=args.format, cache=args.cache_dir,
+                              dry_run=args.dry_run, on_skip=_warn_skipped,
+                              progress=not args.quiet)
+        if not args.dry_run:
+            _refresh_vectors(args.tree, args.quiet)
     if args.quiet:
         return 0
     for label, keys in (("added", report.added), ("changed", report.changed),

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._files import write_json_atomic
 
 DEFAULT_SYSTEMS = "decisionrag,bm25,dense"
 
@@ -103,6 +102,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="N",
         help="store each query's top N keys in the JSON",
     )
+    parser.add_argument("--force", action="store_true",
+                        help="replace output files eval did not write (never the dataset, its "
+                        "queries, labels or runs, a folder or a device)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress display (its steps go to stderr: redrawn on a terminal, "
                         "a plain line every few seconds elsewhere)")
@@ -122,6 +124,7 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 def run_eval(args: argparse.Namespace) -> int:
     from .._app import parse_systems, run_evaluation
     from .._eval import EvalSettings, MetricSpec
+    from .._eval._outputs import EvalOutputs
     from .._eval._report import write_report
     from .._eval._runner import write_runs
     from .._eval._runs import parse_run_spec, read_run
@@ -131,6 +134,10 @@ def run_eval(args: argparse.Namespace) -> int:
     specs = [parse_run_spec(spec) for spec in args.runs]
     if not systems and not specs:
         raise InputError("--systems none needs at least one --run NAME=FILE")
+    outputs = EvalOutputs.of(args.dataset, [args.queries, args.qrels, *(p for _, p in specs)],
+                             json_out=args.json_out, runs_dir=args.save_runs,
+                             report_dir=args.report, systems=systems, force=args.force)
+    outputs.check()  # before anything runs: a refused output costs nothing
     external = [read_run(path, name, args.tie_break) for name, path in specs]
     ks = _ints(args.ks, "--ks")
     recall_ks = _ints(args.recall_ks, "--recall-ks") if args.recall_ks else ks
@@ -166,12 +173,13 @@ def run_eval(args: argparse.Namespace) -> int:
     for warning in report["warnings"]:
         print(f"decisionrag: warning: {warning}", file=sys.stderr)
     if args.json_out:
-        _write_json(Path(args.json_out), report)
+        outputs.write_json(report)
     if args.save_runs:
-        for path in write_runs(evaluation.runs, args.save_runs):
+        for path in write_runs(evaluation.runs, args.save_runs, **outputs.run_rule()):
             print(f"decisionrag: wrote {path}", file=sys.stderr)
     if args.report:
-        for path in write_report(report, args.report):
+        rules = {name: outputs.report_rule(name) for name in ("index.html", "report.md")}
+        for path in write_report(report, args.report, rules=rules):
             print(f"decisionrag: wrote {path}", file=sys.stderr)
     print(format_report(report))
     return 0
@@ -195,10 +203,6 @@ def _judge(judge_id: str, systems: list[str]) -> Any:
 
     return load_judge(judge_id)
 
-
-
-def _write_json(path: Path, report: dict[str, Any]) -> None:
-    write_json_atomic(path, report, indent=2)
 
 
 # -- the table ------------------------------------------------------------------------------

@@ -48,7 +48,10 @@ def _register_build(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Build a corpus tree from files and folders. Folders become group nodes; "
         "documents are split into sections (headings) and passages. Unreadable, undecodable "
         "or empty documents are skipped and counted in one warning. The tree file is written "
-        "atomically: on an error or Ctrl-C nothing is left at the output path.")
+        "atomically, together with its vectors and indexes: on an error, Ctrl-C or a kill "
+        "nothing new is left at the output path, and a tree that was there keeps its own "
+        "vectors. One writer of a tree at a time: another waits (DECISIONRAG_LOCK_WAIT "
+        "seconds, default 120) or is refused with a message naming the first.")
     parser.add_argument("sources", nargs="+", metavar="SRC",
                         help="files or folders to read (folders are walked recursively; hidden "
                         "entries are skipped)")

@@ -16,19 +16,24 @@ from typing import Any
 
 import numpy as np
 
-from .._files import atomic_write
+from .._files import check_output_folder, write_output
 from . import _svg
 
 Report = Mapping[str, Any]
 
 
-def write_report(report: Report, folder: str | os.PathLike[str]) -> list[Path]:
-    """``index.html`` and ``report.md`` in `folder` (created); returns both paths."""
-    target = Path(folder).expanduser()
-    return [
-        atomic_write(target / "index.html", render_html(report)),
-        atomic_write(target / "report.md", render_markdown(report)),
-    ]
+def write_report(report: Report, folder: str | os.PathLike[str], *,
+                 rules: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+    """``index.html`` and ``report.md`` in `folder` (created); returns both paths. Each is
+    written under the one output rule (`decisionrag._files.check_output`), with `rules`
+    (file name -> inputs, force, ...) when given."""
+    from ._outputs import REPORT_FILES
+
+    target = check_output_folder(folder, flag="--report")
+    pages = {"index.html": render_html(report), "report.md": render_markdown(report)}
+    return [write_output(target / name, page,
+                         **((rules or {}).get(name) or {"kind": REPORT_FILES[name]}))
+            for name, page in pages.items()]
 
 
 # -- the numbers behind every section ------------------------------------------------------------
@@ -358,6 +363,7 @@ def render_html(report: Report) -> str:
         body += ["<ul>", *(f"<li>{escape(w)}</li>" for w in report["warnings"]), "</ul>"]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="generator" content="decisionrag">'
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"

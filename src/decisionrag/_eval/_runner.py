@@ -206,15 +206,19 @@ def external_runs(dataset: Dataset, runs: Sequence[ExternalRun], depth: int) -> 
     return result
 
 
-def write_runs(runs: Sequence[SystemRun], folder: str | Path) -> list[Path]:
-    """Every system's run as ``<folder>/<system>.trec`` (TREC format, tagged with its name)."""
-    target = Path(folder).expanduser()
+def write_runs(runs: Sequence[SystemRun], folder: str | Path, **rule: Any) -> list[Path]:
+    """Every system's run as ``<folder>/<system>.trec`` (TREC format, tagged with its name),
+    each under the one output rule (`rule`: inputs, force, ... of `write_trec`)."""
+    from .._files import check_output_folder
+
+    target = check_output_folder(folder, flag=rule.get("flag", ""))
     return [
         write_trec(
             target / run_file_name(run.name),
             run.rankings(),
             {q: r.scores for q, r in run.retrievals.items()},
             run.name,
+            **rule,
         )
         for run in runs
     ]

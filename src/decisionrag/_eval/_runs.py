@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
-from .._files import atomic_write
+from .._files import OutputKind, write_output
 
 TIE_BREAKS = ("file", "docid")
 Scored = list[tuple[str, float]]  # (id, score) in ranked order
@@ -301,10 +301,30 @@ def write_trec(
     rankings: Mapping[str, Sequence[str]],
     scores: Mapping[str, Sequence[float] | None],
     tag: str,
+    **rule: Any,
 ) -> Path:
-    """Write one system's run as a TREC file, atomically."""
+    """Write one system's run as a TREC file, atomically, under the one output rule
+    (`decisionrag._files.check_output`; `rule`: its inputs, force, ...): a TREC run there
+    is replaced, any other file only with ``force=True``."""
     text = "".join(line + "\n" for line in trec_lines(rankings, scores, tag))
-    return atomic_write(Path(path), text)
+    return write_output(Path(path), text, **{"kind": TREC_RUN, **rule})
+
+
+def _is_trec_run(path: Path) -> bool:
+    """A TREC run: every line of its first 64 KB is ``qid Q0 docid rank score tag``."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(65_536)
+    except OSError:
+        return False
+    lines = head.decode("utf-8", "replace").splitlines()
+    if len(head) == 65_536:
+        lines = lines[:-1]  # perhaps cut
+    return all(len(parts := line.split()) == 6 and parts[1] == "Q0"
+               for line in lines if line.strip())
+
+
+TREC_RUN = OutputKind("a TREC run", _is_trec_run)
 
 
 def run_file_name(name: str) -> str:

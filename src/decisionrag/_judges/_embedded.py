@@ -33,7 +33,9 @@ token count (``Usage.estimated``), and a cost only if a price is set.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
+import inspect
 import os
 import threading
 import time
@@ -45,7 +47,9 @@ from typing import Any
 
 import numpy as np
 
+from .._deadline import active_deadline
 from .._errors import JudgeConfigError, JudgeRequestError
+from .._progress import Step
 from .._words import Lexicon
 from ._base import (
     BinaryRequest,
@@ -73,6 +77,10 @@ PART_ROW_BUDGET = 200_000
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
 DEFAULT_WORKERS = 1
+# characters encoded at once by an encoder that cannot report its progress (the query's
+# deadline is checked between such pieces; the bundled encoders are checked after every
+# forward pass instead, through their progress step)
+ENCODE_CHARS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,15 +211,22 @@ class EmbeddedJudge(Judge):
 
     def _encode(self, missing: dict[str, str]) -> dict[str, np.ndarray]:
         """Vectors of `missing` (digest: text). Looked up again under the lock: requests of
-        one level run together and all miss the same query, which is encoded once."""
+        one level run together and all miss the same query, which is encoded once. Encoded
+        `ENCODE_CHARS` at a time, the query's deadline checked between pieces: a level of
+        thousands of unstored candidates stops soon after the deadline instead of running
+        on (and holding the process open) after the query has failed."""
         with self._encode_lock:
             found = {d: v for d in missing if (v := self.cache.get(d)) is not None}
-            todo = {d: t for d, t in missing.items() if d not in found}
-            if todo:
-                encoded = np.asarray(self.encoder.encode(list(todo.values())), dtype=np.float32)
+            todo = list((d, t) for d, t in missing.items() if d not in found)
+            reports = _reports_progress(self.encoder)
+            for part in [todo] if reports else _pieces(todo, ENCODE_CHARS):
+                _check_deadline(self.name)
+                texts = [t for _, t in part]
+                encoded = np.asarray(self.encoder.encode(texts, progress=_DeadlineStep(self.name))
+                                     if reports else self.encoder.encode(texts), dtype=np.float32)
                 self.stats.encoder_calls += 1
-                self.stats.encoded += len(todo)
-                for digest, vector in zip(todo, encoded, strict=True):
+                self.stats.encoded += len(part)
+                for (digest, _), vector in zip(part, encoded, strict=True):
                     self.cache.put(digest, vector)
                     found[digest] = vector
         return found
@@ -287,8 +302,11 @@ class EmbeddedJudge(Judge):
         return await self._on_worker(self._choice, request)
 
     async def _on_worker(self, work: Callable[[Any], Any], request: Any) -> Any:
-        """`work(request)` on the judge's own threads (`workers`), off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor(), work, request)
+        """`work(request)` on the judge's own threads (`workers`), off the event loop, in a
+        copy of the caller's context (its query deadline)."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor(), context.run, work, request)
 
     def _executor(self) -> ThreadPoolExecutor:
         """The judge's thread pool, made on first use (again in a forked child)."""
@@ -297,6 +315,46 @@ class EmbeddedJudge(Judge):
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
                 self._pool_pid = os.getpid()
             return self._pool
+
+
+def _pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, str]]]:
+    """`items` (digest, text) in consecutive pieces of about `chars` characters of text."""
+    pieces: list[list[tuple[str, str]]] = [[]]
+    size = 0
+    for item in items:
+        if pieces[-1] and size + len(item[1]) > chars:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(item)
+        size += len(item[1])
+    return [piece for piece in pieces if piece]
+
+
+class _DeadlineStep(Step):
+    """A silent progress step that stops the encoding it follows once the query's deadline
+    has passed (checked after every forward pass)."""
+
+    def __init__(self, who: str) -> None:
+        super().__init__("", enabled=False)
+        self.who = who
+
+    def advance(self, n: float = 1, cost: float = 0.0) -> None:
+        _check_deadline(self.who)
+        super().advance(n, cost=cost)
+
+
+def _reports_progress(encoder: Any) -> bool:
+    """Whether the encoder's `encode` takes a progress step (the bundled ones do)."""
+    try:
+        return "progress" in inspect.signature(encoder.encode).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _check_deadline(who: str) -> None:
+    scope = active_deadline()
+    if scope is not None and scope.remaining() <= 0:
+        raise scope.expired_error(who, "while candidates were being embedded")
 
 
 def searched_text(request: BinaryRequest | ChoiceRequest) -> str:

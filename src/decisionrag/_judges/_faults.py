@@ -20,6 +20,21 @@ compared with the clean server's. Faults:
 ``one-fails``             500 for every page-level request (its state lists "Pages:") that
                           contains "POISON", else answers: one of a level's requests fails
 ``slow``                  answers after 1.5 s
+``huge``                  a 200 whose body is 40 MB (JSON with a long padding string)
+``gzip-bomb``             a 200 whose 200 KB gzip body inflates to 200 MB
+========================  ==========================================================
+
+The same server is an OpenAI-compatible chat model (``generator_url(fault)``: POST
+``/FAULT/v1/chat/completions``), for the answer model's faults:
+
+========================  ==========================================================
+``chat-ok``               answers (streamed when asked) "Renew it online [1]."
+``chat-keepalive``        streams ``: keep-alive`` comments every 0.2 s, forever
+``chat-endless``          streams a word every 0.05 s, forever, never finishing
+``chat-hang``             reads the request, never answers
+``chat-bomb``             a 200 whose gzip body inflates to 200 MB
+``chat-long-line``        streams one ``data:`` line that never ends (a MB a second)
+``chat-not-text``         a reply whose content is a JSON object, not text
 ========================  ==========================================================
 """
 
@@ -28,12 +43,18 @@ from __future__ import annotations
 import json
 import threading
 import time
+import zlib
 from collections import Counter, defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 FAULTS = ("ok", "trickle", "hang", "storm-429", "storm-503", "burst-500", "truncated",
-          "malformed", "nested", "wrong-types", "one-fails", "slow")
+          "malformed", "nested", "wrong-types", "one-fails", "slow", "huge", "gzip-bomb")
+CHAT_FAULTS = ("chat-ok", "chat-keepalive", "chat-endless", "chat-hang", "chat-bomb",
+               "chat-long-line", "chat-not-text")
+CHAT_ANSWER = "Renew it online [1]."
+HUGE_BYTES = 40 * 2**20
+BOMB_BYTES = 200 * 2**20
 TRICKLE_INTERVAL = 0.5
 SLOW_SECONDS = 1.5
 POISON = "POISON"
@@ -66,6 +87,34 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
             "usage": {"input_tokens": len(state) // 4 + 1, "output_tokens": 0}}
 
 
+_BOMB: list[bytes] = []  # made once: a gzip stream of BOMB_BYTES spaces inside a JSON string
+
+
+def bomb() -> bytes:
+    """The gzip body of `BOMB_BYTES` (compressed a MB at a time: never held inflated)."""
+    if not _BOMB:
+        packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        parts = [packer.compress(b'{"padding": "')]
+        block = b" " * 2**20
+        parts += [packer.compress(block) for _ in range(BOMB_BYTES // len(block))]
+        parts += [packer.compress(b'"}'), packer.flush()]
+        _BOMB.append(b"".join(parts))
+    return _BOMB[0]
+
+
+def _chat_completion(content: Any) -> bytes:
+    return json.dumps({"id": "faulty", "object": "chat.completion", "model": "faulty",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode()
+
+
+def _chunk(text: str, finish: str | None = None) -> bytes:
+    delta = {"content": text} if text else {}
+    data = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(data)}\n\n".encode()
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -87,6 +136,11 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.path.strip("/").split("/")[0]
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = json.loads(raw or b"{}")
+        if self.path.endswith("/chat/completions"):
+            with self.server.lock:
+                self.server.counts[fault] += 1
+            self._chat(fault, body)
+            return
         state = str(body.get("state", ""))
         with self.server.lock:
             self.server.sizes[fault].append(len(state) + sum(
@@ -121,8 +175,60 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "slow":
             time.sleep(SLOW_SECONDS)
             self._send(200, good)
+        elif fault == "huge":
+            self._send(200, b'{"padding": "' + b" " * HUGE_BYTES + b'"}')
+        elif fault == "gzip-bomb":
+            self._send(200, bomb(), {"Content-Encoding": "gzip"})
         else:
             self._send(200, good)
+
+    # -- the answer model's faults --------------------------------------------------------
+
+    def _chat(self, fault: str, body: dict[str, Any]) -> None:
+        streamed = bool(body.get("stream"))
+        if fault == "chat-hang":
+            self.server.stopping.wait()
+            self.close_connection = True
+        elif fault == "chat-bomb":
+            self._send(200, bomb(), {"Content-Encoding": "gzip"})
+        elif fault == "chat-not-text":
+            self._send(200, _chat_completion({"text": CHAT_ANSWER, "cited": [1]}))
+        elif fault in ("chat-keepalive", "chat-endless", "chat-long-line") and streamed:
+            self._stream_forever(fault)
+        elif streamed:
+            self._stream([_chunk(CHAT_ANSWER), _chunk("", "stop"), b"data: [DONE]\n\n"])
+        elif fault == "chat-ok":
+            self._send(200, _chat_completion(CHAT_ANSWER))
+        else:  # a fault of streams only, asked without a stream: it hangs instead
+            self.server.stopping.wait()
+            self.close_connection = True
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _stream(self, pieces: list[bytes]) -> None:
+        self._start_stream()
+        for piece in pieces:
+            self.wfile.write(piece)
+        self.wfile.flush()
+
+    def _stream_forever(self, fault: str) -> None:
+        self._start_stream()
+        piece, pause = {"chat-keepalive": (b": keep-alive\n\n", 0.2),
+                        "chat-endless": (_chunk("more "), 0.05),
+                        "chat-long-line": (b"x" * 65_536, 0.0625)}[fault]
+        if fault == "chat-long-line":
+            self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {"content": "')
+        try:
+            while not self.server.stopping.wait(pause):
+                self.wfile.write(piece)
+                self.wfile.flush()
+        except OSError:
+            return  # the client gave up: what a bounded client does
 
     def _trickle(self, body: bytes) -> None:
         self.send_response(200)
@@ -152,6 +258,13 @@ class _Server(ThreadingHTTPServer):
         self.sizes: defaultdict[str, list[int]] = defaultdict(list)  # characters per request
         self.stopping = threading.Event()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up on a fault is what the fault is for: nothing to print."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
 
 class FaultServer:
     """The fault server, started on construction; a context manager that stops it."""
@@ -174,6 +287,12 @@ class FaultServer:
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
         return f"jev-compatible:{self.url}/{fault}"
+
+    def generator_url(self, fault: str) -> str:
+        """The OpenAI-compatible base URL (``.../v1``) whose replies have `fault`."""
+        if fault not in CHAT_FAULTS:
+            raise ValueError(f"unknown chat fault {fault!r}; one of {', '.join(CHAT_FAULTS)}")
+        return f"{self.url}/{fault}/v1"
 
     def reset(self) -> None:
         with self._server.lock:

@@ -9,6 +9,9 @@ A filter is a JSON-like mapping::
     }
 
 Several keys in one mapping must all hold. Operators may be written with a leading ``$``.
+Filters nest at most `MAX_DEPTH` levels (and / or / not / a key's conditions), and numbers
+must be finite: anything else is an `InputError` naming it, wherever the filter came from
+(the command line, a request body, an MCP call).
 
 `matches(meta)` decides a passage exactly, on its document's metadata overlaid with its own.
 `may_match(summary)` decides a root, group or document from the summary of the documents
@@ -18,6 +21,7 @@ filtered-out branch is never judged and nothing that could match is lost.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +35,7 @@ _RANGES: dict[str, Callable[[Any, Any], bool]] = {
     "gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le,
 }
 _OPERATORS = frozenset({"eq", "ne", "in", "exists", *_RANGES})
+MAX_DEPTH = 32  # levels of and / or / not; a real filter needs a handful
 
 
 class Filter:
@@ -225,27 +230,30 @@ def _in_range(entry: KeySummary, low: Any, high: Any, low_closed: bool, high_clo
     return not (high is not None and (lo > high or (lo == high and not high_closed)))
 
 
-def parse_filters(spec: Mapping[str, Any] | Filter | None) -> Filter | None:
+def parse_filters(spec: Mapping[str, Any] | Filter | None, _depth: int = 0) -> Filter | None:
     """A Filter from the mapping form (see the module docstring); InputError naming the part
     that is wrong."""
     if spec is None or isinstance(spec, Filter):
         return spec
+    if _depth >= MAX_DEPTH:
+        raise InputError(f"filter: nested more than {MAX_DEPTH} levels deep (and / or / not); "
+                         "write it flatter")
     if not isinstance(spec, Mapping):
         raise InputError(f"filters must be a mapping of metadata keys to conditions, not "
                          f"{type(spec).__name__}")
-    parts = [_parse_entry(key, value) for key, value in spec.items()]
+    parts = [_parse_entry(key, value, _depth + 1) for key, value in spec.items()]
     return parts[0] if len(parts) == 1 else All(tuple(parts))
 
 
-def _parse_entry(key: str, value: Any) -> Filter:
+def _parse_entry(key: str, value: Any, depth: int) -> Filter:
     name = key.removeprefix("$")
     if name in ("and", "or"):
         if not isinstance(value, list) or not value:
             raise InputError(f"filter {key!r}: expected a non-empty list of filters")
-        parts = tuple(_required(parse_filters(item)) for item in value)
+        parts = tuple(_required(parse_filters(item, depth)) for item in value)
         return All(parts) if name == "and" else Any_(parts)
     if name == "not":
-        return Not(_required(parse_filters(value)))
+        return Not(_required(parse_filters(value, depth)))
     if isinstance(value, Mapping):
         conditions = [_condition(key, op, arg) for op, arg in value.items()]
         if not conditions:
@@ -281,12 +289,19 @@ def _condition(key: str, op: str, arg: Any) -> Filter:
         return Exists(key, arg)
     if isinstance(arg, bool) or not isinstance(arg, (int, float, str)):
         raise InputError(f"filter {key!r}: {op!r} takes a number or a string")
-    return Range(key, name, arg)
+    return Range(key, name, _finite(key, arg))
 
 
 def _scalar(key: str, value: Any) -> Any:
     if not isinstance(value, (str, int, float, bool)) and value is not None:
         raise InputError(f"filter {key!r}: expected a string, number, boolean or null, "
                          f"got {type(value).__name__}")
+    return _finite(key, value)
+
+
+def _finite(key: str, value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"filter {key!r}: {value!r} is not a number a metadata value can "
+                         "equal or be compared with (NaN and infinities are refused)")
     return value
 

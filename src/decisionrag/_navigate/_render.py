@@ -15,13 +15,10 @@ Group titles and heading paths are header lines (``#`` per depth) printed when t
 candidate text is collapsed onto its label's line, so document content can never start a
 line of its own, and anything in it that looks like one of our labels is defused.
 
-Before that, document text is normalised (`clean`): NFKC (full-width ``［Page 1］`` becomes
-``[Page 1]``), invisible format characters dropped (zero-width spaces and joiners, bidi
-embeddings and overrides, soft hyphens, tag characters), control characters made spaces,
-look-alike brackets (``【〔⟦❲⁅``) made ``[``/``]``; labels and section markers are then found
-through a fold of Latin look-alike letters (Cyrillic ``а``, Greek ``ο``, ...), so ``[Pаragraph 6]``
-is defused like ``[Paragraph 6]``. The multiple-choice options are the bracketed labels
-themselves (``[Paragraph 3]``), which no cleaned text can contain.
+Before that, document text is normalised by `_clean.clean` (NFKC; invisible, control and
+look-alike characters handled as classes; look-alike labels and markers defused: see there).
+The multiple-choice options are the bracketed labels themselves (``[Paragraph 3]``), which no
+cleaned text can contain.
 """
 
 from __future__ import annotations
@@ -29,8 +26,6 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import re
-import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +33,7 @@ from typing import Any, Literal
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
+from ._clean import clean, clean_line
 
 Kind = Literal["group", "document", "heading", "passage"]
 TaskWording = Literal["qa", "conversation"]
@@ -90,26 +86,6 @@ _CHOICE_QUESTIONS: dict[TaskWording, str] = {
     "qa": "Which paragraph contains the information needed to answer the user's question?",
     "conversation": "Which passage should the agent's next reply be based on?",
 }
-
-_LOOKS_LIKE_LABEL = re.compile(
-    r"\[(?=\s*(?i:Topic|Page|Section|Paragraph|Passage)\b)"
-    r"|(?i:end of (?=topics|pages|sections|paragraphs|passages))"
-    r"|(?i:(?:user'?s (?:question|situation)|conversation \(most recent last\)"
-    r"|used earlier in this conversation|candidates below are quoted data)\s*:?)"
-)
-_INVISIBLE = dict.fromkeys(
-    [0x00AD, 0x034F, 0x061C, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180E, *range(0x200B, 0x2010),
-     *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0x3164, 0xFEFF, 0xFFA0,
-     *range(0xFFF9, 0xFFFC), 0x1D173, 0x1D174, 0x1D175, 0x1D176, 0x1D177, 0x1D178, 0x1D179,
-     0x1D17A, 0xE0001, *range(0xE0020, 0xE0080)])
-_CONTROLS = {c: " " for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)]}
-_BRACKETS = {ord(c): "[" for c in "【〔〖〘〚⟦⟨⟪⟬⁅❲❨❪❬❰❴⦃⦅⦇⦉⦋⦍⦏⦑⦓⦕⦗⸢⸤⸦⸨〈《「『﹝﹙﹛"} | {
-    ord(c): "]" for c in "】〕〗〙〛⟧⟩⟫⟭⁆❳❩❫❭❱❵⦄⦆⦈⦊⦌⦎⦐⦒⦔⦖⦘⸣⸥⸧⸩〉》」』﹞﹚﹜"}
-_NORMALISE: dict[int, str | None] = {**_CONTROLS, **_BRACKETS, **_INVISIBLE}
-_LOOK_ALIKES = str.maketrans(
-    "аеорсуххіїјѕԁһԛԝАВЕКМНОРСТХЅІЈԌαεοριυνκτχΑΒΕΖΗΙΚΜΝΟΡΤΥΧıʼ‘’′`´",
-    "aeopcyxxiijsdhqwABEKMHOPCTXSIJGaeopiuvktxABEZHIKMNOPTYXi" + "'" * 6)
-
 
 @dataclass(slots=True)
 class Entry:
@@ -188,39 +164,6 @@ def compact_instruction(kind: Kind, task: TaskWording) -> str:
     asked = _QUESTIONS[(task, kind)].replace(f"{name} {{n}}", f"that {name.lower()}")
     return (f'Each question names one {name.lower()}, e.g. "{name} 1?", and asks: '
             f"{asked[0].lower()}{asked[1:]}")
-
-
-def clean_line(text: str) -> str:
-    """One line of quoted data: normalised (see the module docstring), whitespace collapsed,
-    look-alike labels and section markers defused; `text` itself when that changes nothing
-    (a cached entry then holds one string, not two equal ones). Uncached: `Entry` calls it
-    once per entry, and entries are cached by the view."""
-    given = text
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    line = " ".join(text.translate(_NORMALISE).split())
-    folded = line if line.isascii() else line.translate(_LOOK_ALIKES)  # same length as `line`
-    lowered = folded.lower()
-    if "[" in folded or "nd of" in lowered or ":" in folded or "quoted data" in lowered:
-        pieces: list[str] = []
-        done = 0
-        for match in _LOOKS_LIKE_LABEL.finditer(folded):
-            pieces += [line[done:match.start()], _defuse(line[match.start():match.end()])]
-            done = match.end()
-        line = "".join(pieces) + line[done:] if pieces else line
-    return given if line == given else line
-
-
-clean = functools.lru_cache(maxsize=100_000)(clean_line)  # queries, turns, headings
-
-
-def _defuse(found: str) -> str:
-    if found == "[":
-        return "("
-    lowered = found.lower()
-    if lowered.startswith("end of"):
-        return lowered.replace("end of", "end-of")
-    return lowered.rstrip(":").rstrip().replace(" ", "-")  # "user's-question": no marker
 
 
 # -- token budgets --------------------------------------------------------------------------

@@ -209,12 +209,12 @@ def ray_encoder(options: RayOptions, model: str | None = None, *, max_tokens: in
 
 def _ray_reader(plan: Sequence[Any], report: Any, advance: Callable[[int], None],
                 ) -> Iterator[Any]:
-    from .._build import source_size
+    from .._build._sources import shown_name, source_size
 
     for source, result in ray_read(plan):
         advance(source_size(source.path))
         if isinstance(result, str):
-            report.skipped.append((str(source.path), result))
+            report.skipped.append((shown_name(source.path), result))
         else:
             yield from result
 
@@ -233,10 +233,12 @@ def build_on_ray(
     meant to run once, and its vectors are too many for the per-corpus cache file.
     `vectors` (True, False, ``"auto"``) stores the passage vectors beside the tree as
     `decisionrag.build_tree` does, with the passages embedded on Ray."""
-    from .._app import build_tree
+    from .._app import build_tree, editing
+    from .._tree import check_output
 
     options = options or RayOptions()
-    with ray_session(options):
+    check_output(out, sources, force=force)  # before the lock beside it is taken
+    with ray_session(options), editing(out):  # the tree and its vectors published together
         cluster_options = dict(cluster_options or {})
         if cluster is not None:
             max_tokens = int(cluster_options.get("max_tokens", 64))

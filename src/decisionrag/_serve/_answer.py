@@ -3,6 +3,10 @@ from the top passages with bracketed citations; ``"stream": true`` sends server-
 
 The retrieval half is `Service.retrieval` itself (keys, limits, conversations, deadline), so
 its errors keep their statuses; the answer model's failures are 502 (``generator_failed``).
+The request's deadline (``timeout``, else the server's ``--timeout``) covers the answer too:
+the model gets what the walk left, and when it runs out the answer is a 504
+(``deadline_exceeded``) — or, streamed, an ``event: error`` carrying that body, the stream
+then closed however the model keeps its own going.
 The prompt shows the turns the walk was given: the client's `messages`, or with only a
 `conversation_id` the stored conversation's (as `decisionrag.answer` does with `history=`);
 the answer is then stored as the agent's turn (a failed or abandoned one is not).
@@ -24,6 +28,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from .._answer import Generator, Source, build_messages, find_citations, get_task, strip_citations
+from .._answer._run import within, within_stream
+from .._deadline import QueryDeadline
 from .._errors import DecisionRAGError
 from ._errors import ServeError
 from ._logging import REQUEST_ID
@@ -83,6 +89,8 @@ def answer_router(service: Any, principal: Any, generator: Generator, limiter: A
     async def answer(body: AnswerRequest, who: Any = caller) -> Any:
         """Retrieve, then answer from the top passages citing them as [n] (SSE with stream)."""
         request_id = REQUEST_ID.get()
+        seconds = body.timeout if body.timeout is not None else service.limits.default_timeout
+        scope = QueryDeadline(seconds, from_now=True)  # the walk's and the answer's, together
         fields = body.model_dump(exclude={"top", "task", "stream"})
         retrieval: Retrieval = await _retrieval(service, limiter, who, RetrieveRequest(**fields), request_id)
         retrieved, query = retrieval.response, retrieval.query
@@ -91,14 +99,16 @@ def answer_router(service: Any, principal: Any, generator: Generator, limiter: A
         messages = build_messages(query, [Source(i, tuple(h.path), h.text) for i, h in enumerate(sources, 1)],
                                   task)
         if body.stream:
-            events = _events(generator, messages, task.max_tokens, task.name, sources, retrieval, request_id)
+            events = _events(generator, messages, task.max_tokens, task.name, sources, retrieval,
+                             request_id, scope)
             return StreamingResponse(events, media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         start = time.perf_counter()
         try:
-            reply = await generator.generate(messages, max_tokens=task.max_tokens)
+            reply = await within(generator.generate(messages, max_tokens=task.max_tokens), scope,
+                                 generator.name)
         except DecisionRAGError as exc:
-            raise ServeError(502, "generator_failed", str(exc)) from exc
+            raise generation_error(exc, scope) from exc
         generation = GenerationOut(model=generator.name, input_tokens=reply.input_tokens,
                                    output_tokens=reply.output_tokens,
                                    seconds=round(time.perf_counter() - start, 4))
@@ -138,24 +148,34 @@ def answer_response(text: str, task: str, sources: Sequence[HitOut], retrieved: 
     )
 
 
+def generation_error(exc: DecisionRAGError, scope: QueryDeadline) -> ServeError:
+    """The answer model's failure as the client sees it: 504 when the request's deadline ran
+    out (the retrieval's own 504 says the same), else 502."""
+    if scope.remaining() <= 0:
+        return ServeError(504, "deadline_exceeded",
+                          f"the request's deadline of {scope.seconds:g} s passed while the answer "
+                          f"was being written ({exc})", field="timeout")
+    return ServeError(502, "generator_failed", str(exc))
+
+
 async def _events(generator: Generator, messages: list[dict[str, str]], max_tokens: int, task: str,
-                  sources: Sequence[HitOut], retrieval: Retrieval, request_id: str
-                  ) -> AsyncIterator[bytes]:
+                  sources: Sequence[HitOut], retrieval: Retrieval, request_id: str,
+                  scope: QueryDeadline) -> AsyncIterator[bytes]:
     retrieved = retrieval.response
     yield _event("retrieved", retrieved.model_dump())
     start = time.perf_counter()
     pieces: list[str] = []
     tokens: tuple[int | None, int | None] = (None, None)
     try:
-        async for piece in generator.stream(messages, max_tokens=max_tokens):
+        async for piece in within_stream(generator.stream(messages, max_tokens=max_tokens), scope,
+                                         generator.name):
             if piece.input_tokens is not None or piece.output_tokens is not None:
                 tokens = (piece.input_tokens, piece.output_tokens)
             if piece.text:
                 pieces.append(piece.text)
                 yield _event("delta", {"text": piece.text})
     except DecisionRAGError as exc:
-        error = ServeError(502, "generator_failed", str(exc))
-        yield _event("error", error.body(request_id))
+        yield _event("error", generation_error(exc, scope).body(request_id))
         return
     generation = GenerationOut(model=generator.name, input_tokens=tokens[0], output_tokens=tokens[1],
                                seconds=round(time.perf_counter() - start, 4))

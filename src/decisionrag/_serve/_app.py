@@ -11,6 +11,7 @@ and the shared `Service` (trees, judge gate, deadlines, conversations) as
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -30,9 +31,10 @@ from .._judges import Judge
 from .._navigate import PRESET_NAMES
 from ._answer import answer_router
 from ._auth import KeyRing, Principal
+from ._connections import ConnectionLimits, GuardedH11Protocol
 from ._conversation_routes import conversation_router
 from ._docs import mount_offline_docs
-from ._errors import ServeError, too_large
+from ._errors import ServeError, problem_message, too_large
 from ._logging import REQUEST_ID
 from ._metrics import Metrics
 from ._rates import KeyLimiter
@@ -57,6 +59,7 @@ from ._schemas import (
 from ._service import build_service
 from ._settings import ServeSettings
 from ._ui import ui_router
+from ._workers import follow_master, remove_master_folders
 
 log = logging.getLogger("decisionrag.serve")
 Scope = MutableMapping[str, Any]
@@ -116,6 +119,7 @@ def create_app(
         if generator is not None:
             await generator.aclose()
         Metrics.worker_exited(os.getpid())
+        remove_master_folders()  # a worker whose master was killed: nobody else will
 
     app = FastAPI(
         title="decisionrag",
@@ -261,7 +265,8 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.add_middleware(RequestMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes)
+    app.add_middleware(RequestMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes,
+                       body_timeout=limits.body_timeout)
     return app
 
 
@@ -287,8 +292,9 @@ def _error_handlers(app: FastAPI) -> None:
         problems = list(exc.errors())
         first = problems[0] if problems else {"loc": ("body",), "msg": "invalid"}
         field = _field(first.get("loc", ()))
-        errors = [{"field": _field(e.get("loc", ())), "message": e.get("msg")} for e in problems[:20]]
-        error = ServeError(422, "invalid_request", f"{field}: {first.get('msg', 'invalid')}", field=field,
+        errors = [{"field": _field(e.get("loc", ())), "message": problem_message(e)}
+                  for e in problems[:20]]
+        error = ServeError(422, "invalid_request", f"{field}: {problem_message(first)}", field=field,
                            extra={"errors": errors})
         return JSONResponse(error.body(REQUEST_ID.get()), status_code=422)
 
@@ -320,12 +326,17 @@ def _field(loc: Sequence[Any]) -> str:
 
 class RequestMiddleware:
     """Outermost layer: a request id (the client's X-Request-ID if sane), the body-size
-    limit, the metrics, and one JSON log line per request."""
+    limit and the time its body may take (413, 408), the metrics, and one JSON log line per
+    request. Whatever goes wrong below — an unexpected exception, or the request being
+    cancelled because the shutdown drain ran out — the client gets the JSON error body with
+    the request id, never uvicorn's plain-text 500."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body_bytes: int,
+                 body_timeout: float = 30.0) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -356,46 +367,71 @@ class RequestMiddleware:
                 "method": scope["method"], "path": scope["path"], "route": template,
                 "status": status, "ms": round(seconds * 1000, 1)}})
 
+        started = False
+
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                started = True
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 record()
             await send(message)
 
+        async def answer(error: ServeError) -> None:
+            response = JSONResponse(error.body(request_id), status_code=error.status,
+                                    headers=error.headers)
+            await response(scope, receive, send_with_id)
+
         try:
             body_receive = await self._bounded_body(headers, receive)
-            if body_receive is None:
-                error = too_large("body", f"larger than this server's limit of {self.max_body_bytes:,} "
-                                  "bytes (max_body_bytes)")
-                response = JSONResponse(error.body(request_id), status_code=413)
-                await response(scope, receive, send_with_id)
+            if isinstance(body_receive, ServeError):
+                await answer(body_receive)
             else:
                 await self.app(scope, body_receive, send_with_id)
+        except asyncio.CancelledError:
+            if started:
+                raise
+            await answer(ServeError(503, "shutting_down", "the server is shutting down and "
+                                    "could not finish this request in its drain time; retry",
+                                    headers={"Retry-After": "1"}))
+        except Exception:
+            if started:
+                raise
+            log.exception("unexpected error")
+            await answer(ServeError(500, "internal_error",
+                                    "the server failed; the log has the request id"))
         finally:
             record()
             REQUEST_ID.reset(token)
 
-    async def _bounded_body(self, headers: dict[str, str], receive: Receive) -> Receive | None:
-        """The body read up to the limit and replayed; None when it is over the limit."""
+    async def _bounded_body(self, headers: dict[str, str],
+                            receive: Receive) -> Receive | ServeError:
+        """The body read up to the limit and replayed; the error when it is over the limit
+        (413) or not in within `body_timeout` seconds (408)."""
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            return None
+            return self._too_large()
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        return self._too_large()
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            return ServeError(408, "request_timeout", f"body: not received within "
+                              f"{self.body_timeout:g} s (body_timeout)", field="body",
+                              headers={"Connection": "close"})
         body = b"".join(chunks)
         sent = False
 
@@ -408,10 +444,18 @@ class RequestMiddleware:
 
         return replay
 
+    def _too_large(self) -> ServeError:
+        return too_large("body", f"larger than this server's limit of {self.max_body_bytes:,} "
+                         "bytes (max_body_bytes)")
+
 
 def app_from_environment() -> FastAPI:
-    """The app a `--workers N` process serves (settings from DECISIONRAG_SERVE_SETTINGS)."""
-    return create_app(ServeSettings.from_environment())
+    """The app a `--workers N` process serves (settings from DECISIONRAG_SERVE_SETTINGS): it
+    ends with its master, and takes the master's connection limits."""
+    settings = ServeSettings.from_environment()
+    follow_master()
+    GuardedH11Protocol.configure(ConnectionLimits.of(settings.limits))
+    return create_app(settings)
 
 
 __all__ = ["app_from_environment", "create_app"]

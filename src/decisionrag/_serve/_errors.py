@@ -41,3 +41,12 @@ def invalid(field: str, message: str) -> ServeError:
 
 def too_large(field: str, message: str) -> ServeError:
     return ServeError(413, "too_large", f"{field}: {message}", field=field)
+
+
+def problem_message(problem: dict[str, Any]) -> str:
+    """A validation problem of pydantic's in words: a text that fails the `VISIBLE` pattern
+    has nothing to read (empty, or only spaces, control or invisible characters) — never the
+    pattern itself."""
+    if problem.get("type") == "string_pattern_mismatch":
+        return "is empty (it has no visible character)"
+    return str(problem.get("msg", "invalid"))

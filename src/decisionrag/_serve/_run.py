@@ -8,7 +8,6 @@ import ipaddress
 import os
 import socket
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -18,8 +17,10 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from .._errors import InputError
+from ._connections import PROTOCOL, ConnectionLimits, GuardedH11Protocol
 from ._logging import log_config
 from ._settings import SETTINGS_ENV, ServeSettings
+from ._workers import MASTER_ENV, TEMPORARY_ENV, remove_orphaned_folders, temporary_folder
 
 
 def is_loopback(host: str) -> bool:
@@ -56,7 +57,7 @@ def serve(
     common: dict[str, Any] = {
         "host": host, "port": port, "log_config": log_config(log_level), "access_log": False,
         "timeout_graceful_shutdown": drain_seconds, "server_header": False,
-        "lifespan": "on",
+        "lifespan": "on", **guarded(settings),
     }
     banner = (f"decisionrag serve: trees {', '.join(name for name, _ in settings.trees)}; judge "
               f"{settings.judge}; preset {settings.preset}; http://{host}:{port} (docs at /docs"
@@ -110,7 +111,8 @@ def serve_console(
             webbrowser.open(url)
 
     config = uvicorn.Config(app, log_config=log_config(log_level), access_log=False,
-                            timeout_graceful_shutdown=drain_seconds, server_header=False, lifespan="on")
+                            timeout_graceful_shutdown=drain_seconds, server_header=False,
+                            lifespan="on", **guarded(settings))
     server = DrainingServer(config, on_started=announce)
     try:
         server.run(sockets=[sock])
@@ -118,35 +120,44 @@ def serve_console(
         sock.close()
 
 
+def guarded(settings: ServeSettings) -> dict[str, Any]:
+    """uvicorn options for `GuardedH11Protocol` under `settings`' connection limits (this
+    process's; a worker sets its own from the same settings)."""
+    GuardedH11Protocol.configure(ConnectionLimits.of(settings.limits))
+    return {"http": PROTOCOL}
+
+
 def _serve_workers(settings: ServeSettings, workers: int, common: dict[str, Any],
                    banner: str) -> None:
     from ._app import create_app
 
-    with tempfile.TemporaryDirectory(prefix="decisionrag-metrics-") as metrics_dir, \
-            state_folder(settings) as settings:
+    remove_orphaned_folders()  # of masters killed before they could
+    with temporary_folder("metrics") as metrics_dir, state_folder(settings) as (settings, state):
         create_app(dataclasses.replace(settings, warm=False))  # fail fast, here
         print(banner, file=sys.stderr, flush=True)
         os.environ[SETTINGS_ENV] = settings.to_json()
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        os.environ[TEMPORARY_ENV] = os.pathsep.join(filter(None, (metrics_dir, state)))
+        os.environ[MASTER_ENV] = str(os.getpid())
         config = uvicorn.Config("decisionrag._serve._app:app_from_environment", factory=True,
                                 workers=workers, **common)
         Multiprocess(config, sockets=[config.bind_socket()]).run()
 
 
 @contextlib.contextmanager
-def state_folder(settings: ServeSettings) -> Iterator[ServeSettings]:
+def state_folder(settings: ServeSettings) -> Iterator[tuple[ServeSettings, str | None]]:
     """`settings` with the folder the workers share: the one the user named (kept, so
-    conversations survive a restart), else a new one removed when the server stops; none
-    with a shared Redis (`state_url`)."""
+    conversations survive a restart), else a new one removed when the server stops (and
+    named second, as temporary); none with a shared Redis (`state_url`)."""
     if settings.state_url is not None:
-        yield settings
+        yield settings, None
         return
     if settings.state_dir is not None:
         Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
-        yield settings
+        yield settings, None
         return
-    with tempfile.TemporaryDirectory(prefix="decisionrag-state-") as folder:
-        yield dataclasses.replace(settings, state_dir=folder)
+    with temporary_folder("state") as folder:
+        yield dataclasses.replace(settings, state_dir=folder), folder
 
 
 def _state_line(settings: ServeSettings) -> str:

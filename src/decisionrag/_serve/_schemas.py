@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .._query import VISIBLE
 from ._settings import ServeLimits
 
 STRICT = ConfigDict(extra="forbid")
@@ -20,7 +21,7 @@ class Message(BaseModel):
 
     model_config = STRICT
     role: Literal["user", "assistant", "agent"]
-    content: str = Field(pattern=r"\S")
+    content: str = Field(pattern=VISIBLE)
 
 
 class RetrieveRequest(BaseModel):
@@ -29,7 +30,7 @@ class RetrieveRequest(BaseModel):
 
     model_config = STRICT
     tree: str | None = Field(None, description="tree name (default: the server's first tree)")
-    query: str | None = Field(None, pattern=r"\S", description="the question or the user's last turn")
+    query: str | None = Field(None, pattern=VISIBLE, description="the question or the user's last turn")
     messages: list[Message] | None = Field(None, min_length=1, description="conversation turns, oldest first")
     context: str | None = Field(None, description="the user's situation (background), optional")
     k: int = Field(10, ge=1, description="how many passages to return")
@@ -135,7 +136,7 @@ class RerankRequest(BaseModel):
     documents may name by `id`."""
 
     model_config = ConfigDict(extra="ignore")  # other clients' optional knobs (truncate, model …)
-    query: str = Field(pattern=r"\S")
+    query: str = Field(pattern=VISIBLE)
     tree: str | None = None
     documents: list[str | RerankDocument] | None = None
     texts: list[str] | None = None

@@ -46,6 +46,11 @@ class ServeLimits:
     requests_per_minute: int = 0
     judge_tokens_per_minute: int = 0
     state_timeout: float = 2.0  # the most one conversation-store operation may wait (Redis)
+    # clients that never finish a request (issue 23; decisionrag._serve._connections)
+    header_timeout: float = 10.0  # seconds for a request's head, from the connection
+    body_timeout: float = 30.0  # seconds for its body, once the head is in
+    max_pending_connections: int = 256  # connections waiting for their client; the oldest goes
+    max_connections: int = 4_096  # all connections; beyond, a new one is closed at once
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):

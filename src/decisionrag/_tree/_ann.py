@@ -37,6 +37,7 @@ import numpy as np
 
 from .._errors import missing_extra
 from .._files import atomic_path, atomic_write
+from ._staging import candidates, header_target
 from ._vectors import NodeVectors, VectorsError, set_name, tree_stamp, vectors_folder
 
 ANN_VERSION = 1
@@ -159,11 +160,18 @@ def write_ann(
                        nprobe=int(probes), rows=int(index.ntotal), trained=int(trained),
                        dim=stored.dim, vectors=stored.path.name, tree=tree_stamp(tree_meta),
                        index=name)
-    atomic_write(path, json.dumps(asdict(header)), mode=0o644)
-    if old is not None and old.index != name:
-        (path.parent / old.index).unlink(missing_ok=True)
+    target = header_target(path)
+    atomic_write(target, json.dumps(asdict(header)), mode=0o644)
+    if target == path and old is not None and old.index != name:
+        (path.parent / old.index).unlink(missing_ok=True)  # pending: kept until published
     report.seconds = time.perf_counter() - started
     return report
+
+
+def ann_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
+    """The tree stamp an index header was written for and the index file it names."""
+    found = _current(header)
+    return (found.tree, {found.index}) if found is not None else (None, set())
 
 
 def remove_ann(tree_path: str | os.PathLike[str], model: str, precision: str) -> bool:
@@ -237,15 +245,23 @@ class AnnIndex:
         """The index of `stored`'s vector set, or None when none is stored; AnnError when it
         was built for other vectors or another version of the tree."""
         path = ann_header_path(tree_path, stored.model, stored.precision)
-        if not path.is_file():
+        stamp, present = tree_stamp(tree_meta), False
+        for _ in range(2):  # the current header, or the pending one of a publication
+            for candidate in candidates(path):
+                if not candidate.is_file():
+                    continue
+                present = True
+                header = _current(candidate)
+                if header is None:
+                    header = AnnHeader.read(candidate)  # says what is wrong with it
+                if header.tree == stamp and header.vectors == stored.path.name:
+                    return cls(header, path.parent / header.index, stored)
+        if not present:
             return None
-        header = AnnHeader.read(path)
-        if header.tree != tree_stamp(tree_meta) or header.vectors != stored.path.name:
-            raise AnnError(
-                f"{tree_path}: the stored ANN index ({stored.model}) was built for another "
-                f"version of the tree or its vectors; rebuild it with `decisionrag index "
-                f"{tree_path}`")
-        return cls(header, path.parent / header.index, stored)
+        raise AnnError(
+            f"{tree_path}: the stored ANN index ({stored.model}) was built for another "
+            f"version of the tree or its vectors; rebuild it with `decisionrag index "
+            f"{tree_path}`")
 
     def search(self, query: np.ndarray, k: int, nprobe: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Node ids and exact scores of (about) the `k` passages nearest `query`: `REFINE`·k

@@ -28,7 +28,8 @@ What stays in memory is the vocabulary (one dict entry per distinct term) and tw
 one number per passage; never the corpus's texts or its whole matrix.
 
 Writing is atomic: the arrays are written under a fresh token, then ``index.json`` is renamed
-into place (the commit point), then the previous token's arrays are removed. Reading maps the
+into place (the commit point), then the previous token's arrays are removed (while the tree is
+being published, ``index.json.next`` and the previous arrays kept: `_staging`). Reading maps the
 small arrays (`indptr`, `ids`, the vocabulary) and reads a query term's column with one
 positioned read, so a query's memory is its columns and one score per passage.
 """
@@ -48,6 +49,7 @@ import numpy as np
 
 from .._errors import TreeFormatError, missing_extra
 from .._files import atomic_path, atomic_write, temporary_folder_beside
+from ._staging import candidates, header_target
 from ._vectors import passage_text, tree_stamp
 
 BM25_VERSION = 1
@@ -131,13 +133,24 @@ def write_bm25(tree: Any, *, k1: float = 1.5, b: float = 0.75,
         header["tree"] = tree_stamp(tree.meta)
         header["tokenizer"] = {**TOKENIZER, "version": tokenizer_version()}
         old = _old_token(folder)
-        atomic_write(folder / HEADER, json.dumps(header), mode=0o644)
+        target = header_target(folder / HEADER)
+        atomic_write(target, json.dumps(header), mode=0o644)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if old is not None and old != token:
-        for name in ARRAYS:
+    if target == folder / HEADER and old is not None and old != token:
+        for name in ARRAYS:  # pending: kept until the publication ends
             (folder / f"{name}-{old}.npy").unlink(missing_ok=True)
-    return folder / HEADER
+    return target
+
+
+def bm25_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
+    """The tree stamp a header was written for and the array files it names."""
+    try:
+        data = json.loads(header.read_text("utf-8"))
+        token = str(data["token"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, set()
+    return data.get("tree"), {f"{name}-{token}.npy" for name in ARRAYS}
 
 
 class _Counted:
@@ -285,6 +298,19 @@ def _save_vocabulary(folder: Path, token: str, vocab: dict[str, int]) -> None:
     _save(folder, "columns", token, np.asarray([vocab[t] for t in terms], dtype=np.int32))
 
 
+def _matching_header(folder: Path, stamp: dict[str, Any]) -> dict[str, Any] | None:
+    """The header (current, or pending in a publication) written for the tree `stamp`."""
+    for _ in range(2):
+        for path in candidates(folder / HEADER):
+            try:
+                header = json.loads(path.read_text("utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(header, dict) and header.get("tree") == stamp:
+                return header
+    return None
+
+
 def _old_token(folder: Path) -> str | None:
     try:
         return str(json.loads((folder / HEADER).read_text("utf-8"))["token"])
@@ -322,13 +348,15 @@ class StoredBM25:
         """The index stored beside the tree; BM25IndexError when absent, damaged, of another
         format version, or built for another version of the tree."""
         folder = bm25_folder(tree_path)
-        try:
-            header = json.loads((folder / HEADER).read_text("utf-8"))
-        except FileNotFoundError:
-            raise BM25IndexError(f"{tree_path} has no stored BM25 index; build it with "
-                                 f"`decisionrag index {tree_path}`") from None
-        except (OSError, ValueError) as exc:
-            raise BM25IndexError(f"{folder / HEADER}: not a readable BM25 header ({exc})") from exc
+        header = _matching_header(folder, tree_stamp(tree_meta))
+        if header is None:
+            try:
+                header = json.loads((folder / HEADER).read_text("utf-8"))
+            except FileNotFoundError:
+                raise BM25IndexError(f"{tree_path} has no stored BM25 index; build it with "
+                                     f"`decisionrag index {tree_path}`") from None
+            except (OSError, ValueError) as exc:
+                raise BM25IndexError(f"{folder / HEADER}: not a readable BM25 header ({exc})") from exc
         if not isinstance(header, dict) or header.get("version") != BM25_VERSION:
             found = header.get("version") if isinstance(header, dict) else None
             raise BM25IndexError(f"{folder}: BM25 index format {found}, this decisionrag reads "

@@ -1,20 +1,20 @@
 """Where a tree file may be written.
 
-`check_output` refuses a path that holds anything other than a decisionrag tree (a user's
-notes, a folder), unless ``force``; a path that is one of the build's own sources, or not a
-regular file (a device, a pipe), is refused even with ``force``. The writing itself (a
-temporary file renamed into place, stale temporary files of dead writers removed) is
-`decisionrag._files.temporary_beside`.
+`check_output` is the one output rule of `decisionrag._files.check_output` with a tree's
+kind: a path that holds anything other than a decisionrag tree (a user's notes) is refused
+unless ``force``; a folder, a device or pipe, or one of the build's own sources always is.
+The writing itself (a temporary file renamed into place, stale temporary files of dead
+writers removed) is `decisionrag._files.temporary_beside`.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._errors import InputError
+from .._files import OutputKind
+from .._files import check_output as check_any_output
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -24,22 +24,11 @@ def check_output(out: str | os.PathLike[str], sources: Iterable[str | os.PathLik
     """`out` as a Path, or `InputError` saying why a tree must not be written there."""
     path = Path(out)
     if path.is_dir():
+        from .._errors import InputError
+
         raise InputError(f"{path}: is a folder; name the tree file to write")
-    for source in sources:
-        if _same_file(path, Path(source)):
-            raise InputError(f"{path}: is one of the build's sources; refusing to overwrite it "
-                             "(name another output file)")
-    try:
-        info = path.stat()
-    except OSError:  # nothing there (or its folder cannot be made): the writer will say
-        return path
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path}: is not a regular file (a device, pipe or socket); "
-                         "refusing to replace it, even with --force")
-    if force or is_tree_file(path):
-        return path
-    raise InputError(f"{path}: exists and is not a decisionrag tree; refusing to overwrite it "
-                     "(pass --force to replace it, or name another output file)")
+    return check_any_output(out, sources, force=force, kind=TREE_FILE,
+                            inputs_are="the build's sources")
 
 
 def is_tree_file(path: Path) -> bool:
@@ -52,8 +41,10 @@ def is_tree_file(path: Path) -> bool:
         return False
     import sqlite3
 
+    from ._sqlite import connect_readonly
+
     try:
-        db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        db = connect_readonly(path, immutable=False)
         try:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             db.execute("SELECT id FROM nodes LIMIT 1").fetchone()
@@ -64,8 +55,13 @@ def is_tree_file(path: Path) -> bool:
     return row is not None
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
+TREE_FILE = OutputKind("a decisionrag tree", is_tree_file)
+
+
+def tree_inputs(tree: str | os.PathLike[str]) -> tuple[list[Path], list[Path]]:
+    """What a command reading `tree` must never overwrite: the tree file, and the folders
+    stored beside it (its vectors and indexes), for `check_output`'s inputs and within."""
+    from ._bm25 import bm25_folder
+    from ._vectors import vectors_folder
+
+    return [Path(tree)], [vectors_folder(tree), bm25_folder(tree)]

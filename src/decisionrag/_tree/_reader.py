@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,9 +26,59 @@ from ._schema import (
     SCHEMA_VERSION,
     _row_to_node,
 )
+from ._sqlite import connect_readonly
+from ._staging import readable
 from ._summaries import Summary, read_summaries
 
+T = TypeVar("T")
 
+
+def damaged(path: Path, exc: BaseException) -> TreeFormatError:
+    """The error of a tree file whose bytes or stored JSON are broken."""
+    return TreeFormatError(f"{path}: the tree file is damaged ({exc}); rebuild it with "
+                           "`decisionrag build`, or restore it from a copy")
+
+
+# SQLite's "malformed" (and text that is not UTF-8), broken JSON in a meta column
+_DAMAGE = (sqlite3.DatabaseError, json.JSONDecodeError, UnicodeDecodeError)
+
+
+def _checked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` of a `Tree` with a damaged file's errors as `TreeFormatError`."""
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def stream(self: Tree, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from method(self, *args, **kwargs)
+            except TreeFormatError:
+                raise
+            except _DAMAGE as exc:
+                raise damaged(self.file, exc) from exc
+
+        return stream
+
+    @functools.wraps(method)
+    def call(self: Tree, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except TreeFormatError:
+            raise
+        except _DAMAGE as exc:
+            raise damaged(self.file, exc) from exc
+
+    return call
+
+
+def _checked_reads(cls: type[T]) -> type[T]:
+    """Every public method of `cls` (a reader) through `_checked`: a file damaged after it
+    was opened (flipped bytes deep inside) is a clear error wherever it is met."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _checked(member))
+    return cls
+
+
+@_checked_reads
 class Tree:
     """A corpus tree opened read-only. Nothing is loaded until asked for.
 
@@ -37,27 +89,40 @@ class Tree:
     def __init__(self, db: sqlite3.Connection, path: Path) -> None:
         self._db = db
         self.file = path
-        rows = db.execute("SELECT key, value FROM meta")
-        self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
-        self.root = self._one(f"SELECT {{}} FROM nodes WHERE kind={_ROOT} LIMIT 1")
+        try:
+            rows = db.execute("SELECT key, value FROM meta")
+            self.meta: dict[str, Any] = {k: json.loads(v) for k, v in rows}
+            if not isinstance(self.meta.get("counts", {}), dict):
+                raise json.JSONDecodeError("the meta row 'counts' is not an object", "", 0)
+            self.root = self._one(f"SELECT {{}} FROM nodes WHERE kind={_ROOT} LIMIT 1")
+        except KeyError:
+            db.close()
+            raise TreeFormatError(f"{path}: the tree file has no root node; rebuild it") from None
+        except _DAMAGE as exc:
+            db.close()
+            raise damaged(path, exc) from exc
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Tree:
         """Open a tree file read-only; raises TreeFormatError if it is not a usable tree."""
         path = Path(path)
-        if path.is_dir():
+        source = readable(path)  # the new file, while the tree at `path` is being published
+        if source.is_dir():
             raise TreeFormatError(f"{path}: is a folder, not a tree file (name the .tree file "
                                   "that 'decisionrag build -o' wrote)")
-        if not path.is_file():
+        if not source.is_file():
             raise TreeFormatError(f"{path}: no such tree file")
         try:
-            db = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True,
-                                 check_same_thread=False)
+            db = connect_readonly(source, check_same_thread=False)
             version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.DatabaseError as exc:
             raise TreeFormatError(f"{path}: not a decisionrag tree file ({exc})") from exc
-        if version is None or json.loads(version[0]) != SCHEMA_VERSION:
+        try:
             found = json.loads(version[0]) if version else "none"
+        except (ValueError, TypeError) as exc:
+            db.close()
+            raise damaged(path, exc) from exc
+        if found != SCHEMA_VERSION:
             db.close()
             raise TreeFormatError(
                 f"{path}: tree schema version {found}, this decisionrag reads {SCHEMA_VERSION}; "

@@ -15,7 +15,9 @@ nodes without a vector (the root, sections) are zero.
 
 Writing is atomic: the matrix is written under a fresh name, then the header is renamed into
 place (the commit point), then the previous matrix is removed. A reader that opened the old
-header keeps its mapping of the old matrix (POSIX keeps unlinked files readable).
+header keeps its mapping of the old matrix (POSIX keeps unlinked files readable). While the
+tree itself is being published (`_publish`), the header is written pending (``NAME.json.next``)
+and the previous matrix kept, so that tree and vectors change together (`_staging`).
 
 Reading: `NodeVectors.open` maps the matrix read-only (nothing is read until used); rows are
 looked up by node id. `scan` computes one query's scores over a row range in chunks read
@@ -41,8 +43,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import TreeFormatError
+from ._staging import PENDING, candidates, header_target
 
 VECTORS_VERSION = 1
+CHECKS_SUFFIX = ".checks.npy"  # beside a matrix: the text checksum of each row's passage
 STORED_DTYPE = np.float16
 SCAN_ROWS = 16_384  # rows read at once by `scan` (12 MB of 384-d float16)
 
@@ -92,8 +96,12 @@ def open_query_vectors(tree: Any, *, model: str, precision: str) -> NodeVectors:
 
 
 def tree_stamp(meta: dict[str, Any]) -> dict[str, Any]:
-    """What identifies one write of a tree file (its metadata changes on every write)."""
-    return {"written_at": meta.get("written_at"), "counts": meta.get("counts")}
+    """What identifies one write of a tree file (its metadata changes on every write: a
+    random ``write_id`` since issue 23, so that two writes in one second differ too)."""
+    stamp = {"written_at": meta.get("written_at"), "counts": meta.get("counts")}
+    if meta.get("write_id"):
+        stamp["write"] = meta["write_id"]
+    return stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +137,36 @@ class VectorsHeader:
 
 
 def available_sets(tree_path: str | os.PathLike[str]) -> list[VectorsHeader]:
-    """The vector sets stored beside a tree (any model, any precision; possibly stale)."""
+    """The vector sets stored beside a tree (any model, any precision; possibly stale); a
+    set only pending (`_staging`) is listed by its pending header."""
     folder = vectors_folder(tree_path)
     if not folder.is_dir():
         return []
-    found = []
-    for header in sorted(folder.glob("*.json")):
-        if header.name.endswith(".ann.json") or header.name == LEXICON_FILE:
-            continue
-        try:
-            found.append(VectorsHeader.read(header))
-        except VectorsError:
-            continue
-    return found
+    found: dict[str, VectorsHeader] = {}
+    for pattern in ("*.json", "*.json" + PENDING):
+        for header in sorted(folder.glob(pattern)):
+            base = header.name.removesuffix(PENDING)
+            if base.endswith(".ann.json") or base == LEXICON_FILE or base in found:
+                continue
+            try:
+                found[base] = VectorsHeader.read(header)
+            except VectorsError:
+                continue
+    return list(found.values())
+
+
+def _current_header(folder: Path, name: str, stamp: dict[str, Any]) -> VectorsHeader | None:
+    """The set's header that matches the tree `stamp`: the current one, or the pending one
+    of a publication in progress (read twice: a pending header may be promoted meanwhile)."""
+    for _ in range(2):
+        for path in candidates(folder / f"{name}.json"):
+            try:
+                header = VectorsHeader.read(path)
+            except VectorsError:
+                continue
+            if header.tree == stamp:
+                return header
+    return None
 
 
 def write_vectors(
@@ -163,10 +188,21 @@ def write_vectors(
     header = VectorsHeader(model=model, precision=precision, dim=int(values.shape[1]),
                            rows=int(values.shape[0]), matrix=matrix_name,
                            tree=tree_stamp(tree_meta))
-    _atomic_write(header_path, lambda out: out.write(header.to_json().encode()))
-    if old is not None and old != matrix_name:
-        (folder / old).unlink(missing_ok=True)
-    return header_path
+    target = header_target(header_path)
+    _atomic_write(target, lambda out: out.write(header.to_json().encode()))
+    if target == header_path and old is not None and old != matrix_name:
+        (folder / old).unlink(missing_ok=True)  # pending: kept until the publication ends
+    return target
+
+
+def vectors_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
+    """The tree stamp a set's header was written for and the files it names (the matrix and
+    its checksums)."""
+    try:
+        found = VectorsHeader.read(header)
+    except VectorsError:
+        return None, set()
+    return found.tree, {found.matrix, found.matrix + CHECKS_SUFFIX}
 
 
 def _old_matrix(header_path: Path) -> str | None:
@@ -199,7 +235,7 @@ def write_lexicon(tree_path: str | os.PathLike[str], lexicon_json: str,
     folder = vectors_folder(tree_path)
     folder.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"version": VECTORS_VERSION, "tree": tree_stamp(tree_meta)})
-    path = folder / LEXICON_FILE
+    path = header_target(folder / LEXICON_FILE)
     _atomic_write(path, lambda out: out.write(f"{body}\n{lexicon_json}".encode()))
     return path
 
@@ -207,14 +243,25 @@ def write_lexicon(tree_path: str | os.PathLike[str], lexicon_json: str,
 def read_lexicon(tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -> str | None:
     """The stored word statistics (JSON text), or None when absent or built for another
     version of the tree."""
+    for _ in range(2):
+        for path in candidates(vectors_folder(tree_path) / LEXICON_FILE):
+            try:
+                head, _, body = path.read_text("utf-8").partition("\n")
+                info = json.loads(head)
+            except (OSError, ValueError):
+                continue
+            if info.get("version") == VECTORS_VERSION and info.get("tree") == tree_stamp(tree_meta):
+                return body
+    return None
+
+
+def lexicon_stamp(path: Path) -> dict[str, Any] | None:
+    """The tree stamp a lexicon file was written for (None when unreadable)."""
     try:
-        head, _, body = (vectors_folder(tree_path) / LEXICON_FILE).read_text("utf-8").partition("\n")
-        info = json.loads(head)
+        info = json.loads(path.read_text("utf-8").partition("\n")[0])
     except (OSError, ValueError):
         return None
-    if info.get("version") != VECTORS_VERSION or info.get("tree") != tree_stamp(tree_meta):
-        return None
-    return body
+    return info.get("tree") if isinstance(info, dict) else None
 
 
 class NodeVectors:
@@ -258,12 +305,13 @@ class NodeVectors:
         if len(wanted) > 1:
             names = ", ".join(f"{s.model} ({s.precision})" for s in wanted)
             raise VectorsError(f"{tree_path}: several vector sets ({names}); name the model")
-        header = wanted[0]
-        if header.tree != tree_stamp(tree_meta):
+        matching = _current_header(vectors_folder(tree_path), set_name(wanted[0].model,
+                                   wanted[0].precision), tree_stamp(tree_meta))
+        if matching is None:
             raise VectorsError(
-                f"{tree_path}: the stored vectors ({header.model}) were built for another "
+                f"{tree_path}: the stored vectors ({wanted[0].model}) were built for another "
                 f"version of the tree; rebuild them with `decisionrag vectors {tree_path}`")
-        return cls(header, vectors_folder(tree_path) / header.matrix)
+        return cls(matching, vectors_folder(tree_path) / matching.matrix)
 
     def __repr__(self) -> str:
         return f"<NodeVectors {self.model} {self.precision} {self.header.rows}×{self.dim}>"

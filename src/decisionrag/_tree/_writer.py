@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -13,7 +14,7 @@ from typing import Any
 
 from .._errors import InputError
 from .._files import temporary_beside
-from . import _edits
+from . import _edits, _staging
 from ._model import DocumentHead, DocumentSpec, Node, NodeKind, ancestry
 from ._reader import Tree
 from ._schema import (
@@ -36,6 +37,7 @@ from ._schema import (
     _row_to_node,
     default_description,
 )
+from ._sqlite import connect_readonly
 from ._summaries import write_summaries
 
 
@@ -61,6 +63,7 @@ class TreeWriter:
         self._pending: list[Sequence[Any]] = []
         self._begun = False
         self.committed = False
+        self.expected: tuple[int, ...] | None = None  # what `update` read (checked at commit)
         if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
             self._db.executescript(_SCHEMA)
             self.root_id = self._insert_simple(ROOT_KEY, None, NodeKind.ROOT, root_title,
@@ -68,13 +71,20 @@ class TreeWriter:
 
     @classmethod
     def update(cls, path: str | os.PathLike[str]) -> TreeWriter:
-        """Open an existing tree for additions; the original stays untouched until commit."""
+        """Open an existing tree for additions; the original stays untouched until commit.
+        Inside a publication of `path`, the tree it is about to publish is the one read; and
+        the commit refuses to replace a file other than the one read (`_publish`)."""
+        from ._publish import identity
+
+        readable = _staging.readable(path)
+        expected = identity(path) if readable == Path(path) else None
         source = Tree.open(path)
         source.close()
         writer = cls.__new__(cls)
         writer.path = Path(path)
+        writer.expected = expected
         writer.tmp_path = temporary_beside(writer.path)
-        src = sqlite3.connect(f"file:{writer.path}?mode=ro", uri=True)
+        src = connect_readonly(readable, immutable=False)
         writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
         src.backup(writer._db)
         src.close()
@@ -422,7 +432,20 @@ class TreeWriter:
                              [(total, node_id) for node_id, total in totals.items()])
 
     def commit(self) -> Path:
-        """Finish the file (indexes, counts, metadata) and rename it to `path`."""
+        """Finish the file (indexes, counts, metadata) and publish it at `path`: within a
+        publication of `path` (`_publish.publishing`: a build storing vectors, an edit), it
+        is renamed with the rest at the end; else now, as a publication of its own (under
+        the tree's lock, after the version check)."""
+        from ._publish import publishing
+
+        with publishing(self.path) as publication:
+            self.finish()
+            publication.stage(self.tmp_path, self.expected)
+        self.committed = True
+        return self.path
+
+    def finish(self) -> Path:
+        """Finish the temporary file (indexes, counts, metadata) without renaming it."""
         self._flush()
         if self._begun:
             self._db.execute("COMMIT")
@@ -439,6 +462,7 @@ class TreeWriter:
             "schema_version": SCHEMA_VERSION,
             "counts": self.counts,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "write_id": secrets.token_hex(8),  # tells two writes of one second apart
         })
         self._db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                              [(k, json.dumps(v)) for k, v in self.meta.items()])
@@ -447,9 +471,7 @@ class TreeWriter:
         self._db.execute("PRAGMA analysis_limit=1000")  # planner statistics from a sample
         self._db.execute("ANALYZE")
         self._db.close()
-        os.replace(self.tmp_path, self.path)
-        self.committed = True
-        return self.path
+        return self.tmp_path
 
     def _duplicate_keys(self) -> str:
         rows = self._db.execute(
@@ -460,7 +482,9 @@ class TreeWriter:
         try:
             self._db.close()
         finally:
-            self.tmp_path.unlink(missing_ok=True)
+            publication = _staging.active(self.path)
+            if publication is None or publication.staged != self.tmp_path:
+                self.tmp_path.unlink(missing_ok=True)
 
     def __enter__(self) -> TreeWriter:
         return self
