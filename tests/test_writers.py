@@ -52,7 +52,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]
 @pytest.mark.parametrize("trial", range(3))
 def test_two_concurrent_adds_both_land(tmp_path: Path, trial: int) -> None:
     tree = tmp_path / "docs.tree"
-    build_tree([_doc(tmp_path / "base", "base", "The base document.")], tree)
+    build_tree([_doc(tmp_path / "base", "base", "The base document.")], tree, vectors=False)
     many = tmp_path / "many"
     for i in range(3000):  # a slow add (seconds), so that the small one runs inside it
         _doc(many, f"m{i:04d}", f"Document {i} about renewal and fees.")
@@ -70,7 +70,7 @@ def test_two_concurrent_adds_both_land(tmp_path: Path, trial: int) -> None:
 
 def test_a_writer_that_cannot_wait_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     tree = tmp_path / "docs.tree"
-    build_tree([_doc(tmp_path / "base", "base", "The base document.")], tree)
+    build_tree([_doc(tmp_path / "base", "base", "The base document.")], tree, vectors=False)
     extra = _doc(tmp_path / "extra", "visas", "Apply for a visa.")
     with TreeLock(tree):  # another writer holds it
         refused = _cli("add", str(tree), str(extra), "--quiet",
@@ -90,7 +90,7 @@ def test_other_writers_wait_for_the_lock_too(tmp_path: Path, command: str) -> No
     _doc(docs, "a", "Alpha.")
     _doc(docs, "b", "Beta.")
     tree = tmp_path / "docs.tree"
-    build_tree([docs], tree)
+    build_tree([docs], tree, vectors=False)
     args = {"sync": ["sync", str(tree), str(docs), "--quiet"],
             "remove": ["remove", str(tree), "a.md", "--quiet"],
             "build": ["build", str(docs), "-o", str(tree), "--quiet", "--no-vectors"]}[command]
@@ -104,9 +104,9 @@ def test_other_writers_wait_for_the_lock_too(tmp_path: Path, command: str) -> No
 
 def test_an_edit_refuses_to_replace_a_tree_changed_under_it(tmp_path: Path) -> None:
     tree = tmp_path / "docs.tree"
-    build_tree([_doc(tmp_path / "a", "alpha", "Alpha.")], tree)
+    build_tree([_doc(tmp_path / "a", "alpha", "Alpha.")], tree, vectors=False)
     other = tmp_path / "other.tree"
-    build_tree([_doc(tmp_path / "b", "beta", "Beta.")], other)
+    build_tree([_doc(tmp_path / "b", "beta", "Beta.")], other, vectors=False)
     writer = TreeWriter.update(tree)  # reads the tree now...
     os.replace(other, tree)  # ...which a writer that took no lock then replaces
     with pytest.raises(TreeChanged, match="was replaced while this change ran"), writer:
@@ -265,7 +265,7 @@ else:
 
 def test_a_lock_held_by_this_process_is_not_waited_for_twice(tmp_path: Path) -> None:
     tree = tmp_path / "docs.tree"
-    build_tree([_doc(tmp_path / "a", "alpha", "Alpha.")], tree)
+    build_tree([_doc(tmp_path / "a", "alpha", "Alpha.")], tree, vectors=False)
     with editing(tree):  # nested writers join the outer publication
         add_sources(tree, [_doc(tmp_path / "b", "beta", "Beta.")])
         add_sources(tree, [_doc(tmp_path / "c", "gamma", "Gamma.")])
