@@ -20,6 +20,7 @@ every metric quoted (Hit@1, Recall@5). Scored as `decisionrag eval` scores (same
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class Claim:
     metric: str  # the dataset's headline metric
     label: str  # what the metric's name looks like in a table
     sample: str  # "held out" or "in-sample"
+    limit: int | None = None  # the runs cover the first N queries (`decisionrag eval --limit N`)
 
 
 # held-out sets first: the in-sample one does not lead
@@ -91,7 +93,7 @@ def score(data: Path, runs: Path) -> dict[tuple[str, str], Cell]:
         folder = runs / claim.dataset
         if not folder.is_dir():
             continue
-        dataset = load_dataset(data / claim.dataset)
+        dataset = load_dataset(data / claim.dataset).limit(claim.limit)
         judgments = judgments_for(dataset, EvalSettings(systems=[], spec=spec))
         per_system: dict[str, dict[str, float]] = {}
         for system, _ in SYSTEMS:
@@ -122,7 +124,31 @@ def _signed(value: float) -> str:
     return "+0.0" if text == "-0.0" else text
 
 
-def tables(cells: dict[tuple[str, str], Cell]) -> dict[str, str]:
+def costs(runs: Path) -> list[str]:
+    """Judge tokens and requests per query and p50 latency, from each summary.json."""
+    heads = [c.dataset for c in CLAIMS]
+    summaries = {}
+    for claim in CLAIMS:
+        path = runs / claim.dataset / "summary.json"
+        if path.is_file():
+            summaries[claim.dataset] = json.loads(path.read_text(encoding="utf-8"))["systems"]
+    lines = ["| system | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+    for system, _ in SYSTEMS:
+        row = []
+        for claim in CLAIMS:
+            values = summaries.get(claim.dataset, {}).get(system)
+            if values is None:
+                row.append("not run")
+                continue
+            tokens = values.get("tokens_per_query", 0)
+            requests = values.get("requests_per_query", 0)
+            judged = f"~{tokens:,.0f} tokens, {requests:.1f} requests" if tokens else "no judge"
+            row.append(f"{judged}; p50 {values.get('latency_p50', 0):.3f} s")
+        lines.append(f"| {system} | " + " | ".join(row) + " |")
+    return lines
+
+
+def tables(cells: dict[tuple[str, str], Cell], runs: Path = RUNS) -> dict[str, str]:
     heads = [f"{c.dataset} {c.label} ({c.sample})" for c in CLAIMS]
     counts = {c.dataset: next((cell.n for (d, _), cell in cells.items() if d == c.dataset), 0)
               for c in CLAIMS}
@@ -151,7 +177,9 @@ def tables(cells: dict[tuple[str, str], Cell]) -> dict[str, str]:
         if system in README_SYSTEMS:
             readme.append(f"| {system} | " + " | ".join(rrow) + " |")
     legend = "\n".join(f"- `{name}`: {what}" for name, what in SYSTEMS)
-    queries = ", ".join(f"{c.dataset} {counts[c.dataset]}" for c in CLAIMS)
+    queries = ", ".join(f"{c.dataset} {counts[c.dataset]}"
+                        + (f" (the first {c.limit} queries: `--limit {c.limit}`)" if c.limit else "")
+                        for c in CLAIMS)
     table = "\n".join([
         "Each cell: the metric (%) over the queries with gold passages and its 95 % bootstrap",
         f"interval (queries scored: {queries}).",
@@ -161,6 +189,12 @@ def tables(cells: dict[tuple[str, str], Cell]) -> dict[str, str]:
         "Paired difference to `decisionrag` on the same queries, 95 % interval:",
         "",
         *diffs,
+        "",
+        "What each query cost (the embedded judge's token counts are estimates: what the same",
+        "requests would send a decision model; latencies from the same runs, on the shared 2-core",
+        "machine under the load stated above, so compare them within a column only):",
+        "",
+        *costs(runs),
         "",
         legend,
         "",
@@ -186,13 +220,30 @@ def rewrite(text: str, key: str, body: str) -> str:
 TARGETS = (("table", ROOT / "docs" / "benchmarks.md"), ("readme", ROOT / "README.md"))
 
 
+SUMMARY_KEYS = ("latency_p50", "latency_p90", "tokens_per_query", "requests_per_query")
+
+
 def import_runs(source: Path, runs: Path) -> None:
-    """Copy `source/DATASET/SYSTEM.trec` (eval's --save-runs) keeping each query's top 10."""
+    """Copy `source/DATASET/SYSTEM.trec` (eval's --save-runs) keeping each query's top 10,
+    and from `source/DATASET.json` (eval's --json) each system's cost and pruning recall into
+    `DATASET/summary.json`."""
     for claim in CLAIMS:
         folder = source / claim.dataset
         if not folder.is_dir():
             continue
         (runs / claim.dataset).mkdir(parents=True, exist_ok=True)
+        report_file = source / f"{claim.dataset}.json"
+        if report_file.is_file():
+            report = json.loads(report_file.read_text(encoding="utf-8"))
+            summary = {
+                "n_queries": report["n_queries"],
+                "settings": report["settings"],
+                "systems": {name: {key: round(values[key], 4) for key in SUMMARY_KEYS if key in values}
+                            for name, values in report["systems"].items()},
+                "pruning": report.get("pruning", {}),
+            }
+            (runs / claim.dataset / "summary.json").write_text(
+                json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         for system, _ in SYSTEMS:
             path = folder / run_file_name(system)
             if not path.is_file():
@@ -217,7 +268,7 @@ def main() -> int:
     if args.source:
         import_runs(args.source, args.runs)
         return 0
-    generated = tables(score(args.data, args.runs))
+    generated = tables(score(args.data, args.runs), args.runs)
     stale = []
     for key, target in TARGETS:
         text = target.read_text(encoding="utf-8")
