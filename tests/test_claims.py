@@ -4,6 +4,7 @@ generates from the committed run files (docs/runs): no figure typed by hand."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +15,7 @@ def claims() -> ModuleType:
     spec = importlib.util.spec_from_file_location("claims", ROOT / "benchmarks" / "claims.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("claims", module)  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
