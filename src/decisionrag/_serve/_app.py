@@ -178,10 +178,10 @@ def create_app(
 
     for path in ("/v1/rerank", "/v2/rerank"):
         app.post(path, response_model=RerankResponse, tags=["rerank"],
-                 responses=_errors(401, 413, 422, 429, 502, 503, 504))(cohere_rerank)
+                 responses=_errors(401, 403, 404, 413, 422, 429, 502, 503, 504))(cohere_rerank)
 
     @app.post("/rerank", response_model=list[TeiRerankResult], tags=["rerank"],
-              responses=_errors(401, 413, 422, 429, 502, 503, 504))
+              responses=_errors(401, 403, 404, 413, 422, 429, 502, 503, 504))
     async def tei_rerank(body: RerankRequest, who: Principal = caller) -> list[TeiRerankResult]:
         """Hugging Face TEI's rerank: a list of {index, score}, best first."""
         async with limiter.judged(who) as meter:
