@@ -48,8 +48,10 @@ from typing import Any
 import numpy as np
 
 from .._deadline import active_deadline
+from .._embed import shared_query_vector
 from .._errors import JudgeConfigError, JudgeRequestError
 from .._progress import Step
+from .._query import current_shared_work
 from .._words import Lexicon
 from ._base import (
     BinaryRequest,
@@ -231,10 +233,16 @@ class EmbeddedJudge(Judge):
                     found[digest] = vector
         return found
 
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's vector: once per walk (shared with the walk's hybrid retriever when it
+        uses the same encoder), through the in-memory cache."""
+        return shared_query_vector(self.encoder, query, current_shared_work(),
+                                   lambda: self.embed([query])[0])
+
     def evidence(self, query: str, candidates: Sequence[Candidate],
                  lexicon: Lexicon | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(own, best, lexical) per candidate; see the module docstring."""
-        q = self.embed([query])[0]
+        q = self.query_vector(query)
         own = np.zeros(len(candidates))
         best = np.zeros(len(candidates))
         texts = [i for i, c in enumerate(candidates) if c.vectors is None]
