@@ -3,6 +3,8 @@ exactly as they were; these tests pin what is shared, skipped and batched."""
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,10 @@ import pytest
 
 from _navigate_helpers import pets_tree, preset
 from decisionrag._embed import load_query_encoder, shared_query_vector
-from decisionrag._navigate import Navigator, StageSettings
+from decisionrag._judges import Reads, ScriptedJudge
+from decisionrag._judges._base import estimate_tokens
+from decisionrag._navigate import ChoiceSettings, Navigator, StageSettings
+from decisionrag._navigate._render import Entry, _blocks, _Costs, pack
 from decisionrag._query import SharedWork, current_shared_work, shared_work
 
 
@@ -86,4 +91,61 @@ def test_a_walk_embeds_its_query_once_for_the_judge_and_the_hybrid_retriever(
     # outside a walk the retriever embeds on its own, as before
     retriever.retrieve("cat food", 2)
     assert counting.texts.count("cat food") == 2
+
+
+# -- no rendering for a judge that reads no context ------------------------------------------
+
+
+class _TextFreeJudge(ScriptedJudge):
+    """A scripted judge declaring, as the embedded judge does, that it reads no context."""
+
+    reads = Reads(context=False, statistics=True)
+
+
+def test_a_judge_that_reads_no_context_gets_none_and_the_same_answers(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    settings = preset(choice=ChoiceSettings(top=3, mode="order"),
+                      documents=StageSettings(top_k=2, max_candidates_per_request=2))
+    reading, text_free = ScriptedJudge(), _TextFreeJudge()
+    read = Navigator(tree, reading, settings).retrieve("cat food", k=5)
+    free = Navigator(tree, text_free, settings).retrieve("cat food", k=5)
+    assert [h.node.key for h in free.hits] == [h.node.key for h in read.hits]
+    assert [h.score for h in free.hits] == [h.score for h in read.hits]
+    assert all(r.context for r in reading.calls)
+    assert text_free.calls and all(r.context == "" for r in text_free.calls)
+    assert ([[c.id for c in r.candidates] for r in text_free.calls]
+            == [[c.id for c in r.candidates] for r in reading.calls])  # the same requests
+    # a token budget is counted on the rendered context: then it is rendered
+    budgeted = _TextFreeJudge()
+    Navigator(tree, budgeted, settings).retrieve("cat food", k=5, max_input_tokens=100_000)
+    assert all(r.context for r in budgeted.calls)
+
+
+def _entries(n: int, seed: int) -> list[Entry]:
+    rng = random.Random(seed)
+    entries, sibling = [], 0
+    for i in range(n):
+        if rng.random() < 0.3:
+            sibling += 1
+        block = (f"group {sibling % 3}", f"page {sibling}")[: rng.randint(0, 2)]
+        entries.append(Entry(f"k{i}", "word " * rng.randint(1, 60), block, sibling, True))
+    return entries
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int) -> None:
+    rng = random.Random(seed)
+    entries = _entries(rng.randint(1, 120), seed)
+    for cap in (None, 1, 3, 7, 50):
+        for keep in (True, False):
+            counted = _Costs(entries, estimate_tokens)
+            blocks = _blocks(entries, keep)
+            expected = counted.cut(blocks, 500, cap, None)
+            if cap is not None and len(expected) - 1 >= 2:
+                even = -(-len(entries) // (len(expected) - 1))
+                balanced = counted.cut(blocks, 500, min(cap, even), None)
+                expected = balanced if len(balanced) == len(expected) else expected
+            got = pack(entries, estimate_tokens, overhead=0, max_candidates=cap,
+                       max_tokens=None, keep_siblings=keep)
+            assert [len(chunk) for chunk in got] == [b - a for a, b in itertools.pairwise(expected)]
 
