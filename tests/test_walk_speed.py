@@ -149,3 +149,53 @@ def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int
                        max_tokens=None, keep_siblings=keep)
             assert [len(chunk) for chunk in got] == [b - a for a, b in itertools.pairwise(expected)]
 
+
+# -- vector reads batched per level -------------------------------------------------------
+
+
+def _reference_own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
+    """The per-candidate computation as it was before batching: the oracle."""
+    block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
+    sims = block @ q
+    present = np.any(block != 0, axis=1)
+    parts = sims[1:][present[1:]]
+    if present[0]:
+        own = float(sims[0])
+    elif parts.size:
+        own = float(parts.mean())
+    else:
+        own = 0.0
+    return own, float(parts.max()) if parts.size else own
+
+
+@pytest.mark.parametrize("held", [True, False])
+@pytest.mark.parametrize("read_parts", [True, False])
+def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool, read_parts: bool) -> None:
+    from decisionrag._judges import _embedded
+    from decisionrag._tree import _vectors
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((3000, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(3000) < 0.1] = 0.0  # zero rows: sections, parts without vectors
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    monkeypatch.setattr(_vectors, "HELD_BYTES", 1 << 30 if held else 0)
+    monkeypatch.setattr(_embedded, "ROWS_PER_PRODUCT", 64)  # several products per length
+    starts = rng.integers(0, 2990, size=700)
+    lengths = rng.integers(1, 12, size=700)
+    handles = [stored.lazy_rows(int(a), int(a + n)) for a, n in zip(starts, lengths, strict=True)]
+    handles.append(stored.lazy_rows(2995, 3010))  # clipped to the set's end
+    given = rows[:5].copy()  # an array given by hand goes the per-candidate way
+    q = rng.standard_normal(384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    candidates: list[Any] = [*handles, given, None]
+    own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
+    _embedded._fill_own_and_best(own, best, candidates, q, read_parts)
+    for i, rows_i in enumerate(candidates):
+        expected = (0.0, 0.0) if rows_i is None else _reference_own_and_best(rows_i, q, read_parts)
+        assert (own[i], best[i]) == expected, i
+    stored.close()
+
