@@ -199,3 +199,27 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
         assert (own[i], best[i]) == expected, i
     stored.close()
 
+
+# -- word statistics: cached term counts, scores a query term at a time ---------------------
+
+_VOCABULARY = ["renew", "renewing", "renewed", "passport", "passports", "abroad", "apply",
+               "applies", "fee", "fees", "council", "tax", "bill", "road", "pothole", "licence",
+               "fishing", "river", "the", "a", "of", "2024", "visa"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lexicon_scores_equal_the_one_text_at_a_time_scores(seed: int) -> None:
+    from decisionrag._words import Lexicon
+
+    rng = random.Random(seed)
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(_VOCABULARY) for _ in range(n))
+
+    corpus = [text(rng.randint(0, 40)) for _ in range(200)]
+    lexicon = Lexicon.count(corpus)
+    for query in (text(rng.randint(1, 25)), "the of a", ""):
+        weights = lexicon.query_weights(query)
+        expected = [lexicon.score(weights, t) for t in corpus]
+        assert lexicon.scores(query, corpus) == expected  # the same floats, not close ones
+    assert lexicon.scores("passport", []) == []
