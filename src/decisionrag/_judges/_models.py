@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .._errors import InputError, missing_extra
 from .._files import cache_root
@@ -100,7 +101,7 @@ def prepare_model(name: str, *, force: bool = False) -> Path:
     except ImportError as exc:
         raise missing_extra(exc.name or "transformers", EXTRA) from exc
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    lm = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    lm: Any = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     # weights dequantised on load; saving refuses while the GGUF quantizer is attached, and
     # `transformers serve` needs the architecture the GGUF-derived config leaves out
     lm.hf_quantizer = None
