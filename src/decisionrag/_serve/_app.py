@@ -106,7 +106,8 @@ def create_app(
     service = build_service(settings, judge)
     metrics, registry, gated = service.metrics, service.registry, service.judge
     limiter = KeyLimiter(limits, service.conversations.shared)  # per key, shared through Redis
-    generator = load_generator(settings.generator, base_url=settings.generator_base_url) \
+    generator = load_generator(settings.generator, base_url=settings.generator_base_url,
+                               **settings.generator_options) \
         if settings.generator else None
 
     @asynccontextmanager

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._answer import strip_citations
-from .._app import metadata_keys, rerank_texts
+from .._app import metadata_keys, open_judge, rerank_texts
 from .._errors import (
     DecisionRAGError,
     InputError,
@@ -24,7 +24,7 @@ from .._errors import (
     JudgeUnavailable,
     NavigationError,
 )
-from .._judges import Judge, Usage, load_judge
+from .._judges import Judge, Usage
 from .._navigate import PRESET_NAMES, Hit, Navigator, Result
 from .._query import Query, Turn
 from .._tree import Node, NodeKind, Tree
@@ -365,7 +365,8 @@ def build_service(settings: ServeSettings, judge: Judge | None = None) -> Servic
     metrics = Metrics()
     limits = settings.limits
     gate = JudgeGate(limits.max_judge_requests, limits.max_judge_queue, metrics)
-    gated = GatedJudge(judge if judge is not None else load_judge(settings.judge), gate, metrics)
+    loaded = judge if judge is not None else open_judge(settings.judge, settings.judge_options)
+    gated = GatedJudge(loaded, gate, metrics)
     registry = TreeRegistry(settings.trees, gated, settings.preset, metrics,
                             reload_seconds=settings.reload_seconds, warm=settings.warm)
     conversations = open_conversations(limits.max_conversations, limits.conversation_ttl,
