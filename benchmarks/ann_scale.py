@@ -1,7 +1,7 @@
 """The search indexes stored with a tree at Natural-Questions size: BM25 (streamed) and the ANN
 index over the vectors, built, opened and queried; and the ANN's recall on real vectors.
 
-    python benchmarks/ann_scale.py --tree /tmp/nq.tree            # 108,626 docs, 2.68 M passages
+    python benchmarks/ann_scale.py --tree nq.tree            # 108,626 docs, 2.68 M passages
     python benchmarks/ann_scale.py --tree T --docs 10000 --passages 250000
     python benchmarks/ann_scale.py --recall-trees A.tree B.tree --sample 10000   # recall only
 
@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,8 @@ def _child(*args: str) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", type=Path, default=Path("/tmp/decisionrag-ann-scale.tree"))
+    parser.add_argument("--tree", type=Path,
+                        default=Path(tempfile.gettempdir()) / "decisionrag-ann-scale.tree")
     parser.add_argument("--docs", type=int, default=108_626)
     parser.add_argument("--passages", type=int, default=2_680_000)
     parser.add_argument("--queries", type=int, default=30)

@@ -53,7 +53,8 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=NQ_PASSAGES)
     parser.add_argument("--groups", default="1000", help="number of groups or 'auto'")
     parser.add_argument("--model", default=None, help="sentence-transformers model")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/decisionrag-cluster-scale.tree"))
+    parser.add_argument("--out", type=Path,
+                        default=Path(tempfile.gettempdir()) / "decisionrag-cluster-scale.tree")
     parser.add_argument("--cache", type=Path, help="embedding cache folder (default: no cache)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--progress", action="store_true")

@@ -16,6 +16,11 @@ Steps, all on the fit dataset only:
 Then every dataset given is evaluated with the fitted constants (the first is in-sample).
 
     python benchmarks/embedded_fit.py conditionalqa-dev --check xquad-en mtrag-cloud-pooled
+
+Each request the judge answers is labelled with the id of the query being walked (the
+evaluation runs queries one at a time, in conversation order), never matched by text: 33 of
+conditionalqa-dev's 285 queries share their question with another. `--data` is the folder of
+the shared datasets (default: ``../shared/data`` beside the checkout).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 
 from decisionrag._app import evaluate
 from decisionrag._eval import EvalSettings, load_dataset
+from decisionrag._eval._runner import conversation_order
 from decisionrag._judges._base import (
     BinaryRequest,
     BinaryResult,
@@ -48,13 +54,13 @@ from decisionrag._judges._embedded import (
     searched_text,
 )
 
-DATA = Path("/work/shared/data")
-if not DATA.is_dir():
-    DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 class Recorder(JudgeWrapper):
-    """The embedded judge, recording the fused scores of every request it answers."""
+    """The embedded judge, recording the fused scores of every request it answers, each
+    under the id of the query being walked (`next_query` is the evaluation's progress
+    callback, called after each query)."""
 
     inner: EmbeddedJudge
 
@@ -63,6 +69,18 @@ class Recorder(JudgeWrapper):
         self.binary_log: list[tuple[str, list[str], np.ndarray]] = []
         self.choice_log: list[tuple[str, list[str], np.ndarray]] = []
         self.evidence_log: list[tuple[str, list[str], np.ndarray]] = []
+        self.order: list[str] = []
+        self.position = 0
+
+    def start(self, order: list[str]) -> None:
+        self.order, self.position = order, 0
+
+    def next_query(self, _system: str) -> None:
+        self.position += 1
+
+    @property
+    def query_id(self) -> str:
+        return self.order[self.position]
 
     def _scores(self, request: BinaryRequest | ChoiceRequest) -> np.ndarray:
         lexicon = request.statistics
@@ -71,23 +89,27 @@ class Recorder(JudgeWrapper):
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         result = await self.inner.binary(request)
         ids = [c.id for c in request.candidates]
-        self.binary_log.append((request.query, ids, self._scores(request)))
+        self.binary_log.append((self.query_id, ids, self._scores(request)))
         evidence = self.inner.evidence(searched_text(request), request.candidates,
                                        request.statistics)
-        self.evidence_log.append((request.query, ids, np.stack(evidence, axis=1)))
+        self.evidence_log.append((self.query_id, ids, np.stack(evidence, axis=1)))
         return result
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         result = await self.inner.choice(request)
         ids = [c.id for c in request.candidates]
-        self.choice_log.append((request.query, ids, self._scores(request)))
+        self.choice_log.append((self.query_id, ids, self._scores(request)))
         return result
 
 
 def run(dataset: Any, judge: Judge, metric: str, limit: int | None) -> tuple[float, dict[str, Any]]:
     data = dataset.limit(limit) if limit else dataset
     settings = EvalSettings(systems=["decisionrag"], resamples=10)
-    report = evaluate(data, settings, judge)
+    progress = None
+    if isinstance(judge, Recorder):
+        judge.start([q.id for conversation in conversation_order(data.queries) for q in conversation])
+        progress = judge.next_query
+    report = evaluate(data, settings, judge, progress)
     values = report["systems"]["decisionrag"]
     key = next(k for k in values if k.endswith("_" + metric))
     return float(values[key]), values
@@ -96,11 +118,10 @@ def run(dataset: Any, judge: Judge, metric: str, limit: int | None) -> tuple[flo
 def fit_calibration(recorder: Recorder, dataset: Any, base: Calibration) -> Calibration:
     from sklearn.linear_model import LogisticRegression
 
-    by_text = {q.to_query().text: q for q in dataset.queries}
     rows, labels = [], []
-    for query, ids, scores in recorder.binary_log:
-        gold = _gold(dataset, by_text, query)
-        if gold is None or len(ids) < 2:
+    for query_id, ids, scores in recorder.binary_log:
+        gold = _gold(dataset, query_id)
+        if len(ids) < 2:
             continue
         lead = leads(scores)
         for key, s, lv in zip(ids, scores, lead, strict=True):
@@ -111,8 +132,8 @@ def fit_calibration(recorder: Recorder, dataset: Any, base: Calibration) -> Cali
     best_t, best_ll = base.temperature, -np.inf
     for t in np.geomspace(0.005, 0.5, 60):
         ll = 0.0
-        for query, ids, scores in recorder.choice_log:
-            gold = _gold(dataset, by_text, query)
+        for query_id, ids, scores in recorder.choice_log:
+            gold = _gold(dataset, query_id)
             hits = [i for i, key in enumerate(ids) if gold and key in gold]
             if not hits:
                 continue
@@ -129,12 +150,9 @@ def fit_calibration(recorder: Recorder, dataset: Any, base: Calibration) -> Cali
 def fit_weights(recorder: Recorder, dataset: Any, base: Calibration) -> Calibration:
     from sklearn.linear_model import LogisticRegression
 
-    by_text = {q.to_query().text: q for q in dataset.queries}
     rows, labels = [], []
-    for query, ids, evidence in recorder.evidence_log:
-        gold = _gold(dataset, by_text, query)
-        if gold is None:
-            continue
+    for query_id, ids, evidence in recorder.evidence_log:
+        gold = _gold(dataset, query_id)
         rows.extend(evidence.tolist())
         labels.extend(key in gold for key in ids)
     model = LogisticRegression(C=100.0, max_iter=2000).fit(np.asarray(rows), np.asarray(labels))
@@ -146,17 +164,18 @@ def fit_weights(recorder: Recorder, dataset: Any, base: Calibration) -> Calibrat
                                lexical_weight=max(0.0, w_lex / scale))
 
 
-def _gold(dataset: Any, by_text: dict[str, Any], query: str) -> set[str] | None:
-    found = next((q for text, q in by_text.items() if text and text in query), None)
-    if found is None:
-        return None
-    passages = {key for key, score in dataset.qrels.get(found.id, {}).items() if score > 0}
-    return passages | dataset.gold_docs(found.id)
+def _gold(dataset: Any, query_id: str) -> set[str]:
+    """The passages and pages labelled relevant to the query `query_id` (empty: none, e.g. a
+    not-answerable question: its candidates are all negatives)."""
+    passages = {key for key, score in dataset.qrels.get(query_id, {}).items() if score > 0}
+    return passages | dataset.gold_docs(query_id)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("fit")
+    parser.add_argument("fit", help="the dataset (a folder name under --data) to fit on")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help="the shared datasets' folder (default ../shared/data beside the checkout)")
     parser.add_argument("--check", nargs="*", default=[])
     parser.add_argument("--metric", default="hit@1")
     parser.add_argument("--limit", type=int, default=None, help="fit on the first N queries")
@@ -165,7 +184,7 @@ def main() -> int:
     parser.add_argument("--grid", action="store_true", help="grid search instead of step 2")
     args = parser.parse_args()
     judge = embedded_judge()
-    fit = load_dataset(DATA / args.fit)
+    fit = load_dataset(args.data / args.fit)
     base = judge.calibration
     best: tuple[float, Calibration] = (-1.0, base)
     if args.grid:
@@ -191,7 +210,7 @@ def main() -> int:
     print(f"fitted: {fitted}")
     judge.calibration = fitted
     for name in [args.fit, *args.check]:
-        value, _ = run(load_dataset(DATA / name), judge, args.metric if name == args.fit else
+        value, _ = run(load_dataset(args.data / name), judge, args.metric if name == args.fit else
                        ("recall@5" if "mtrag" in name else "hit@1"), None)
         tag = "fit" if name == args.fit else "held out"
         print(f"{name} ({tag}): {value:.3f}")

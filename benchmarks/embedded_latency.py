@@ -5,7 +5,8 @@ lengths) or, with ``--dataset xquad-en``, Wikipedia paragraphs (long). After a w
 (model load and first inference), each mode is repeated and timed inside one event loop:
 
 * cold: a fresh judge without any cache, so the query and the 50 texts are encoded;
-* disk cache: a fresh judge whose on-disk cache already holds the vectors;
+* stored vectors: a fresh judge given candidates that carry their stored vectors (as the
+  walk over a tree built with vectors does), so only the query is encoded;
 * memory cache: the same judge again (the in-process LRU holds the vectors).
 
     .venv/bin/python benchmarks/embedded_latency.py [--dataset conditionalqa-dev --repeats 20]

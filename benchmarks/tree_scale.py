@@ -19,6 +19,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,7 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=NQ_DOCUMENTS)
     parser.add_argument("--passages", type=int, default=NQ_PASSAGES)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/decisionrag-tree-scale.tree"))
+    parser.add_argument("--out", type=Path,
+                        default=Path(tempfile.gettempdir()) / "decisionrag-tree-scale.tree")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--groups", type=int, default=0,
                         help="put the documents into this many groups under the root (0: flat)")

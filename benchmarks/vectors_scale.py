@@ -36,6 +36,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=108_626)
     parser.add_argument("--passages", type=int, default=2_680_000)
-    parser.add_argument("--tree", type=Path, default=Path("/tmp/decisionrag-vectors-scale.tree"))
+    parser.add_argument("--tree", type=Path,
+                        default=Path(tempfile.gettempdir()) / "decisionrag-vectors-scale.tree")
     parser.add_argument("--encode-sample", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--latency-runs", type=int, default=50)

@@ -7,11 +7,13 @@ DECISIONRAG_NETWORK_TESTS=1, and only those may leave the machine.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -82,11 +84,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def under_ci() -> bool:
+    """CI installs every dev dependency and puts shared/ beside the clone: there a missing one
+    is a failure, not a skip."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def require_module(name: str) -> ModuleType:
+    """`pytest.importorskip` locally; under ``CI=true`` a missing (or broken) dev dependency
+    fails the test module instead of skipping it."""
+    if not under_ci():
+        return pytest.importorskip(name)
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        pytest.fail(f"{name} is a dev dependency and CI installs it, but it does not import: "
+                    f"{error}", pytrace=False)
+
+
+def find_shared_data(folder: Path = SHARED_DATA) -> Path:
+    """The shared benchmark data; skipped where it is absent, a failure under CI."""
+    if not folder.is_dir():
+        message = "shared benchmark data not found at ../shared/data beside the checkout"
+        if under_ci():
+            pytest.fail(f"{message} (CI puts it there)", pytrace=False)
+        pytest.skip(message)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
-    return SHARED_DATA
+    return find_shared_data()
 
 
 @pytest.fixture(scope="session")

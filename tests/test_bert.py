@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import require_module
 from decisionrag import DocumentSpec, PassageSpec, TreeWriter
 from decisionrag._bert import NumpyEncoder, check_folder, erf
 from decisionrag._build._vectors import embed_tree
@@ -51,7 +52,7 @@ def numpy_encoder() -> NumpyEncoder:
 
 
 def test_vectors_match_sentence_transformers_on_the_same_model(numpy_encoder: NumpyEncoder) -> None:
-    pytest.importorskip("sentence_transformers")
+    require_module("sentence_transformers")
     reference = load_encoder(precision="float32")
     expected = reference.encode(TEXTS)
     got = numpy_encoder.encode(TEXTS)
@@ -122,7 +123,7 @@ def test_the_judge_encoder_option_is_typed(numpy_encoder: NumpyEncoder) -> None:
 
 
 def test_torch_is_chosen_explicitly_or_for_bfloat16() -> None:
-    pytest.importorskip("sentence_transformers")
+    require_module("sentence_transformers")
     from decisionrag._embed import Encoder
 
     torch_judge = load_judge("embedded", encoder="torch", precision="float32")

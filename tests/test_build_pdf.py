@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_module
 from decisionrag._build import build_tree
 from decisionrag._build._common import Skip
 from decisionrag._build._pdf import parse_pdf
 from decisionrag._tree import NodeKind, Tree
 
-fpdf = pytest.importorskip("fpdf")
-from fpdf import FPDF  # noqa: E402
-from fpdf.enums import XPos, YPos  # noqa: E402
+fpdf = require_module("fpdf")
+from fpdf import FPDF
+from fpdf.enums import XPos, YPos
 
 # A PDF from the Debian package shared-mime-info (the freedesktop.org specification, pdfTeX).
 DEBIAN_PDF = Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")
@@ -225,7 +226,7 @@ def test_a_real_pdf_from_debian(tmp_path: Path) -> None:
 
 
 def test_word_documents(tmp_path: Path) -> None:
-    docx = pytest.importorskip("docx")
+    docx = require_module("docx")
     from decisionrag._build._docx import parse_docx
 
     document = docx.Document()

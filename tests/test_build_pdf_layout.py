@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_module
 from decisionrag._build import build_tree
 from decisionrag._build._common import Skip
 from decisionrag._build._pdf import parse_pdf
 from decisionrag._tree import NodeKind, Tree
 from decisionrag._walkpage import walk_page
 
-fpdf = pytest.importorskip("fpdf")
-from fpdf import FPDF  # noqa: E402
-from fpdf.enums import XPos, YPos  # noqa: E402
+fpdf = require_module("fpdf")
+from fpdf import FPDF
+from fpdf.enums import XPos, YPos
 
 NEXT = {"new_x": XPos.LMARGIN, "new_y": YPos.NEXT}
 CI = os.environ.get("CI") == "true"  # CI installs what these tests need: missing = failure

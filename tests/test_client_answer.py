@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("fastapi")
+from conftest import require_module
+
+require_module("fastapi")
 
 from _chat_standin import ChatStandIn, cite_first
 from _serve_helpers import answering_server, live_server, settings, write_tree

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_module
 from decisionrag import NodeKind, Tree
 
-pytest.importorskip("sentence_transformers")
+require_module("sentence_transformers")
 
 
 @pytest.fixture(scope="module")

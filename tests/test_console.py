@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from _serve_helpers import console_trees, library_tree, live_server, settings
+from conftest import require_module
 from decisionrag._app import metadata_keys
 from decisionrag._cli import main as cli_main
 from decisionrag._serve import ServeLimits
@@ -23,7 +24,7 @@ from decisionrag._serve._ui import CSP
 from decisionrag._tree import DocumentSpec, PassageSpec, Tree, TreeWriter
 from decisionrag._walkpage import walk_page
 
-pytest.importorskip("fastapi")
+require_module("fastapi")
 
 HTTP = httpx.Client(timeout=30)
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,6 +27,7 @@ from _browser import Browser, chromium_or_skip
 from _chat_standin import ChatStandIn
 from _navigate_helpers import pets_tree, preset
 from _serve_helpers import Live, console_trees, live_server, settings
+from conftest import require_module
 from decisionrag._judges import ScriptedJudge, load_judge
 from decisionrag._navigate import Navigator, StageTrace
 from decisionrag._serve import ServeLimits
@@ -35,7 +36,7 @@ from decisionrag._tree import DocumentSpec, PassageSpec, TreeWriter
 from decisionrag._walkpage import walk_page
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("fastapi")
+require_module("fastapi")
 
 HTTP = httpx.Client(timeout=60)
 PNG = b"\x89PNG\r\n\x1a\n"

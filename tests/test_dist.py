@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_module
+
 pytestmark = pytest.mark.slow  # builds a wheel and a virtualenv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +30,7 @@ def _clean_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("build")
+    require_module("build")
     project = tmp_path_factory.mktemp("project")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, project / name)

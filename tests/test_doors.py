@@ -27,6 +27,7 @@ import pytest
 
 from _processes import free_port
 from _serve_helpers import start_cli_server
+from conftest import require_module
 
 pytestmark = pytest.mark.slow
 
@@ -181,7 +182,7 @@ def same(reference: dict[str, Ranking], other: dict[str, Ranking], door: str, *,
 def test_every_door_gives_the_same_answer(corpora: dict[str, Corpus],
                                           tmp_path: Path) -> None:
     for module in ("mcp", "langchain_core", "llama_index.core"):
-        pytest.importorskip(module)
+        require_module(module)
     served = by_client(corpora)
     differences: list[str] = []
     for corpus in corpora.values():

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from _serve_helpers import live_server, settings, write_tree
+from conftest import require_module
 from decisionrag import Client
 from decisionrag._app import close_navigator, open_navigator
 from decisionrag._cli import main
@@ -79,7 +80,7 @@ def test_the_server_its_client_and_mcp_show_the_same(tree: Path) -> None:
         with Client(url) as client:
             hit = client.retrieve(QUERY, k=5).hits[0]
         assert list(hit.also_at) == ELSEWHERE and hit.to_dict()["also_at"] == ELSEWHERE
-    pytest.importorskip("mcp")
+    require_module("mcp")
     import asyncio
 
     from decisionrag._serve._mcp import create_mcp_server
@@ -92,12 +93,12 @@ def test_the_server_its_client_and_mcp_show_the_same(tree: Path) -> None:
 
 
 def test_langchain_and_llamaindex_carry_the_other_places(tree: Path) -> None:
-    pytest.importorskip("langchain_core")
+    require_module("langchain_core")
     from decisionrag.integrations.langchain import DecisionRAGRetriever
 
     docs = DecisionRAGRetriever(tree=str(tree), judge="scripted", preset="flat", k=5).invoke(QUERY)
     assert docs[0].metadata["id"] == "passports#p0" and docs[0].metadata["also_at"] == ELSEWHERE
-    pytest.importorskip("llama_index.core")
+    require_module("llama_index.core")
     from llama_index.core.schema import MetadataMode
 
     from decisionrag.integrations.llamaindex import DecisionRAGRetriever as LlamaRetriever

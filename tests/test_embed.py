@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import require_module
 from decisionrag import _embed as embed_module
 from decisionrag._embed import Encoder, load_encoder, release_freed_memory, resolve_precision
 from decisionrag._errors import InputError
@@ -61,7 +62,7 @@ def test_small_input_is_one_call_and_empty_input_is_no_call() -> None:
 
 
 def test_chunked_minilm_equals_one_shot_minilm() -> None:
-    pytest.importorskip("sentence_transformers")
+    require_module("sentence_transformers")
     encoder = load_encoder(precision="float32")
     one_shot = encoder.encode(TEXTS)
     chunked = encoder.encode(TEXTS, chunk_size=3)
@@ -83,7 +84,7 @@ def test_release_freed_memory_calls_malloc_trim(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_bfloat16_vectors_are_unit_length_and_close_to_float32() -> None:
-    pytest.importorskip("sentence_transformers")
+    require_module("sentence_transformers")
     exact = load_encoder(precision="float32")
     fast = load_encoder(precision="bfloat16")
     assert (exact.cache_key, fast.cache_key) == ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2+bf16")

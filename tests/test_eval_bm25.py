@@ -14,12 +14,14 @@ from collections import Counter
 
 import pytest
 
-pytest.importorskip("bm25s")
-Stemmer = pytest.importorskip("Stemmer")
+from conftest import require_module
 
-from bm25s.stopwords import STOPWORDS_EN  # noqa: E402
+require_module("bm25s")
+Stemmer = require_module("Stemmer")
 
-from decisionrag._retrievers import BM25Retriever, passage_text  # noqa: E402
+from bm25s.stopwords import STOPWORDS_EN
+
+from decisionrag._retrievers import BM25Retriever, passage_text
 
 CORPUS = {
     "a": "The cat sat on the mat. The cat was happy.",

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain_core.decisions")
-pytest.importorskip("langchain_tests")
+from conftest import require_module
+
+require_module("langchain_core.decisions")
+require_module("langchain_tests")
 
 from langchain_core.decisions import (
     BaseDecisionModel,
@@ -54,7 +56,7 @@ QUERY = "What did the Normans do in England?"
 
 @pytest.fixture(scope="module")
 def embedded() -> Any:
-    pytest.importorskip("sentence_transformers")
+    require_module("sentence_transformers")
     return load_judge("embedded")
 
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_index.core")
+from conftest import require_module
+
+require_module("llama_index.core")
 
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain_tests")
-pytest.importorskip("llama_index.core")
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
+from conftest import require_module
+
+require_module("langchain_tests")
+require_module("llama_index.core")
+require_module("fastapi")
+require_module("uvicorn")
 
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("sentence_transformers")
+from conftest import require_module
+
+require_module("sentence_transformers")
 
 from decisionrag._embed import Encoder, load_encoder
 from decisionrag._errors import JudgeConfigError, JudgeRequestError

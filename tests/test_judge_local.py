@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import require_module
 
-from decisionrag._embed import default_model_path  # noqa: E402
-from decisionrag._errors import JudgeConfigError, JudgeRequestError  # noqa: E402
-from decisionrag._judges._base import BinaryRequest, ChoiceRequest  # noqa: E402
-from decisionrag._judges._local import LocalJudge, answer_token  # noqa: E402
-from decisionrag._judges._registry import load_judge  # noqa: E402
+torch = require_module("torch")
+transformers = require_module("transformers")
+
+from decisionrag._embed import default_model_path
+from decisionrag._errors import JudgeConfigError, JudgeRequestError
+from decisionrag._judges._base import BinaryRequest, ChoiceRequest
+from decisionrag._judges._local import LocalJudge, answer_token
+from decisionrag._judges._registry import load_judge
 
 CONTEXT = (
     "User question: how do I renew a passport for a child who lives abroad?\n"

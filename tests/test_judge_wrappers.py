@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_module
 from decisionrag import JudgeWrapper, Limits, Reads, VectorSpace
 from decisionrag._judges import ScriptedJudge
 from decisionrag._judges._cache import CachedJudge
@@ -24,7 +25,7 @@ class Reader(ScriptedJudge):
 
 
 def wrappers(inner: Reader, tmp_path: Path) -> list[JudgeWrapper]:
-    pytest.importorskip("prometheus_client")
+    require_module("prometheus_client")
     from decisionrag._serve._metrics import Metrics
 
     metrics = Metrics()
@@ -54,7 +55,7 @@ def test_a_wrapper_changes_what_it_forwards_only_at_its_inner_judge(tmp_path: Pa
 def test_a_served_walk_attaches_what_the_gated_judge_reads(xquad_tree: Path) -> None:
     """The server's gate around the embedded judge: its navigator reads the stored vectors
     and statistics, and `auto` adds the flat candidates, as `decisionrag ask` does."""
-    pytest.importorskip("prometheus_client")
+    require_module("prometheus_client")
     from decisionrag import Navigator, load_judge
     from decisionrag._serve._metrics import Metrics
 

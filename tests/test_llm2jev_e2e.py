@@ -17,10 +17,11 @@ import pytest
 
 from _processes import free_port, port_open, stopped_at_exit, wait_until
 from _tiny_chat_lm import build_tiny_chat_lm
+from conftest import require_module
 from decisionrag import Tree
 
-pytest.importorskip("llm2jev")
-pytest.importorskip("accelerate")
+require_module("llm2jev")
+require_module("accelerate")
 pytestmark = pytest.mark.slow
 
 QUESTION = "When did the Normans conquer England?"

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from _serve_helpers import live_server, settings
+from conftest import require_module
 from decisionrag import Navigator, build_tree
 from decisionrag._app import rerank_texts
 from decisionrag._navigate import Result
@@ -49,8 +50,8 @@ def plain_tree(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_passages_by_id_rerank_as_the_walk(xquad_tree: Path) -> None:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("llama_index.core")
+    require_module("fastapi")
+    require_module("llama_index.core")
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from decisionrag.integrations.llamaindex import DecisionRAGReranker
@@ -74,8 +75,8 @@ def test_passages_by_id_rerank_as_the_walk(xquad_tree: Path) -> None:
 
 
 def test_texts_rerank_as_the_walks_passage_stage(plain_tree: Path) -> None:
-    pytest.importorskip("fastapi")
-    pytest.importorskip("llama_index.core")
+    require_module("fastapi")
+    require_module("llama_index.core")
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from decisionrag.integrations.llamaindex import DecisionRAGReranker

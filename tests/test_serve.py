@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from _serve_helpers import CORPUS_B, live_server, settings, write_tree
+from conftest import require_module
 from decisionrag import Client, ServerError
 from decisionrag._judges import SimulatedJudge
 from decisionrag._judges._testing import overlap_score
@@ -19,7 +20,7 @@ from decisionrag._serve import ServeLimits
 from decisionrag._serve._auth import add_key
 from decisionrag._serve._service import navigator_filters
 
-pytest.importorskip("fastapi")
+require_module("fastapi")
 
 HTTP = httpx.Client(timeout=30)  # one pool for the whole module (a client per call costs 50 ms)
 

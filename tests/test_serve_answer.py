@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("fastapi")
+from conftest import require_module
+
+require_module("fastapi")
 
 import httpx
 

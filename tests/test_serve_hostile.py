@@ -21,9 +21,10 @@ import pytest
 
 from _processes import free_port
 from _serve_helpers import start_cli_server, write_tree
+from conftest import require_module
 from decisionrag._judges._faults import FaultServer
 
-pytest.importorskip("uvicorn")
+require_module("uvicorn")
 
 HALF_OPEN = 1500  # connections opened by the load test (the cap below is 64)
 CAP = 64
@@ -164,7 +165,7 @@ def test_deep_filters_are_a_4xx_with_a_request_id(tree: Path) -> None:
 
 
 async def test_deep_filters_over_mcp_are_a_tool_error(tree: Path) -> None:
-    mcp_client = pytest.importorskip("mcp.client")
+    mcp_client = require_module("mcp.client")
     from mcp.client.stdio import StdioServerParameters
 
     src = str(Path(__file__).resolve().parents[1] / "src")

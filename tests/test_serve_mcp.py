@@ -7,12 +7,11 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 from _serve_helpers import write_tree
+from conftest import require_module
 
-mcp_client = pytest.importorskip("mcp.client")
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
+mcp_client = require_module("mcp.client")
+from mcp.client.stdio import StdioServerParameters
 
 
 def _params(tree: Path) -> StdioServerParameters:

@@ -15,8 +15,9 @@ import pytest
 
 from _processes import free_port
 from _serve_helpers import start_cli_server, write_tree
+from conftest import require_module
 
-pytest.importorskip("uvicorn")
+require_module("uvicorn")
 
 
 def test_sigterm_drains_requests_in_flight(tmp_path: Path) -> None:

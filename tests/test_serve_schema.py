@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from conftest import require_module
 
-from _chat_standin import ChatStandIn  # noqa: E402
-from _serve_helpers import CORPUS_B, live_server, write_tree  # noqa: E402
-from _serve_helpers import settings as serve_settings  # noqa: E402
-from decisionrag._serve import ServeLimits  # noqa: E402
-from decisionrag._serve._auth import add_key  # noqa: E402
+schemathesis = require_module("schemathesis")
+from hypothesis import HealthCheck, given, settings
+
+from _chat_standin import ChatStandIn
+from _serve_helpers import CORPUS_B, live_server, write_tree
+from _serve_helpers import settings as serve_settings
+from decisionrag._serve import ServeLimits
+from decisionrag._serve._auth import add_key
 
 KEY: dict[str, str] = {}
 

@@ -3,22 +3,28 @@
 Navigation systems are `Navigator`s from the engine assembly (`._engine`), so the
 ``decisionrag`` system of an evaluation is the system `decisionrag ask` runs; the flat
 baselines and the navigators' candidates share one `FlatRetrievers` per tree.
+
+Ablations of the default (each with the same judge and preset): ``walk-only`` is the walk
+without the flat candidates the preset adds to its passage stage; ``all+judge`` is the
+judge's passage stage over every passage (no tree, no flat retriever); ``hybrid+judge`` and
+``dense+judge`` rerank the top 100 of flat BM25 + dense fusion, or of dense, with the judge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._errors import InputError
-from .._eval._systems import FlatSystem, NavigatorSystem, RerankSystem, System
+from .._eval._systems import EveryPassageSystem, FlatSystem, NavigatorSystem, RerankSystem, System
 from .._judges import Judge
-from .._navigate import Retriever
+from .._navigate import Preset, Retriever, get_preset
 from .._retrievers import DenseRetriever, FlatRetrievers
 from .._tree import Tree
 from ._engine import Navigator
 
-SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense", "hybrid")
+SYSTEMS = ("decisionrag", "decisionrag+dense", "flat", "dense+judge", "bm25", "dense", "hybrid",
+           "walk-only", "all+judge", "hybrid+judge")
 
 
 @dataclass
@@ -53,12 +59,23 @@ class SystemFactory:
             "decisionrag+dense": lambda: NavigatorSystem(
                 name, self._navigator(self.preset, retriever=flat.dense())),
             "dense+judge": lambda: RerankSystem(name, self._navigator(self.preset), flat.dense()),
+            "hybrid+judge": lambda: RerankSystem(
+                name, self._navigator(self.preset), flat.hybrid(strict=True)),
+            "all+judge": lambda: EveryPassageSystem(name, self._navigator(self.preset)),
+            "walk-only": lambda: NavigatorSystem(name, self._walk_only()),
         }
         if name not in builders:
             raise InputError(f"unknown system {name!r}: choose from {', '.join(SYSTEMS)}")
         return builders[name]()
 
-    def _navigator(self, preset: str, retriever: Retriever | None = None) -> Navigator:
+    def _walk_only(self) -> Navigator:
+        """The preset's walk with no flat candidates joining its passage stage."""
+        if self.judge is None:
+            raise InputError("navigation systems need a judge (--judge)")
+        preset = replace(get_preset(self.preset, self.tree, self.judge), candidates=None, hybrid_k=0)
+        return Navigator(self.tree, self.judge, preset, flat=self.flat)
+
+    def _navigator(self, preset: str | Preset, retriever: Retriever | None = None) -> Navigator:
         if self.judge is None:
             raise InputError("navigation systems need a judge (--judge)")
         return Navigator(self.tree, self.judge, preset, retriever=retriever, flat=self.flat)

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "eval",
         help="evaluate retrieval systems on a labelled dataset",
         description="Run systems (decisionrag, decisionrag+dense, flat, dense+judge, bm25, dense, "
-        "hybrid) "
+        "hybrid; the ablations walk-only, all+judge, hybrid+judge) "
         "on a dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv[, qrels_docs.tsv]), a BEIR "
         "folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) or a .tree file with --queries and "
         "--qrels, add runs of other retrievers with --run, and print metrics with paired 95%% "

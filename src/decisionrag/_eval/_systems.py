@@ -103,10 +103,11 @@ class NavigatorSystem:
 
 
 class RerankSystem:
-    """The judge reranks the dense top 100: binary judgments, then a choice over the top 20."""
+    """The judge reranks a flat retriever's top 100 (dense, or BM25 + dense fused): binary
+    judgments, then a choice over the top 20."""
 
     def __init__(
-        self, name: str, navigator: Any, dense: DenseRetriever, depth: int = RERANK_DEPTH
+        self, name: str, navigator: Any, dense: Retriever, depth: int = RERANK_DEPTH
     ) -> None:
         self.name = name
         self.navigator = navigator
@@ -119,4 +120,25 @@ class RerankSystem:
     async def run(self, query: EvalQuery, k: int) -> Retrieval:
         candidates = [key for key, _ in self.dense.retrieve(query.flat_text(), self.depth)]
         result = await self.navigator.arerank(query.to_query(), candidates, k=k)
+        return _result_to_retrieval(result)
+
+
+class EveryPassageSystem:
+    """The judge's passage stage over every passage of the tree, no walk and no flat
+    retriever: what the judge's scorer ranks alone (binary judgments in shared contexts
+    grouped by page and section, then the choice step)."""
+
+    def __init__(self, name: str, navigator: Any) -> None:
+        self.name = name
+        self.navigator = navigator
+        self._keys: list[str] | None = None
+
+    def start_conversation(self) -> None:
+        return None
+
+    async def run(self, query: EvalQuery, k: int) -> Retrieval:
+        if self._keys is None:
+            tree = self.navigator.tree
+            self._keys = tree.keys_of([int(i) for i in tree.passage_ids()])
+        result = await self.navigator.arerank(query.to_query(), self._keys, k=k)
         return _result_to_retrieval(result)
