@@ -1,11 +1,13 @@
-"""Prefix reuse on a System One server: one context with its N questions sent as one request,
-against N requests of one question each over the same context (one at a time), through the
-`jev-compatible:` judge. A server that reads the context once per request and shares it
-between the questions of a request wins by about N; one that reads it once per question
-(or caches prefixes across requests) shows no difference.
+"""Prefix reuse: one context with its N questions sent as one request, against N requests of
+one question each over the same context (one at a time), through a judge: `jev-compatible:URL`
+(a System One server; MODEL is the name it serves) or `local:FOLDER` (the in-process judge,
+which encodes the context once a request and packs the questions after it). A judge that
+shares the context between the questions of a request wins by about N; one that reads it once
+per question (or caches prefixes across requests) shows no difference.
 
     python benchmarks/prefix_reuse.py http://127.0.0.1:8000 MODEL \
-        --corpus ../shared/data/xquad-en/corpus.jsonl --passages 4 --questions 8 --repeats 2
+        --corpus ../shared/data/xquad-en/corpus.jsonl --passages 2 --questions 8 --repeats 2
+    python benchmarks/prefix_reuse.py local:FOLDER - --passages 2 --questions 8 --repeats 2
 
 Prints seconds and the server's reported input tokens for both shapes (median of repeats).
 """
@@ -31,22 +33,27 @@ def context_and_questions(corpus: Path, passages: int, questions: int) -> tuple[
     return context, asked
 
 
-async def once(url: str, model: str, context: str, questions: list[str], per_call: int,
+async def once(target: str, model: str, context: str, questions: list[str], split: bool,
                timeout: float) -> tuple[float, int, int]:
-    judge = load_judge(f"jev-compatible:{url}", model=model, questions_per_call=per_call,
-                       concurrency=1, timeout=timeout, deadline=timeout * 3)
+    if target.startswith("local:"):
+        judge = load_judge(target)
+    else:
+        judge = load_judge(f"jev-compatible:{target}", model=model, concurrency=1,
+                           timeout=timeout, deadline=timeout * 3)
     try:
         start = time.perf_counter()
-        result = await judge.binary(BinaryRequest(context, tuple(questions)))
-        return time.perf_counter() - start, result.usage.input_tokens, result.usage.requests
+        asked = [(q,) for q in questions] if split else [tuple(questions)]
+        results = [await judge.binary(BinaryRequest(context, part)) for part in asked]
+        return (time.perf_counter() - start, sum(r.usage.input_tokens for r in results),
+                sum(r.usage.requests for r in results))
     finally:
         await judge.aclose()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url")
-    parser.add_argument("model")
+    parser.add_argument("url", help="a System One server's root URL, or local:FOLDER")
+    parser.add_argument("model", help="the model name the server serves ('-' for local:)")
     parser.add_argument("--corpus", type=Path, default=Path("../shared/data/xquad-en/corpus.jsonl"))
     parser.add_argument("--passages", type=int, default=4)
     parser.add_argument("--questions", type=int, default=8)
@@ -54,15 +61,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     context, questions = context_and_questions(args.corpus, args.passages, args.questions)
-    shapes = {"one request of N questions": len(questions), "N requests of one question": 1}
+    shapes = {"one request of N questions": False, "N requests of one question": True}
     rows = {}
-    for name, per_call in shapes.items():
-        runs = [asyncio.run(once(args.url, args.model, context, questions, per_call, args.timeout))
+    for name, split in shapes.items():
+        runs = [asyncio.run(once(args.url, args.model, context, questions, split, args.timeout))
                 for _ in range(args.repeats)]
         rows[name] = (statistics.median(r[0] for r in runs), runs[0][1], runs[0][2])
     print(f"context: {args.passages} passages, {len(context)} characters; N = {len(questions)}")
     for name, (seconds, tokens, requests) in rows.items():
-        print(f"{name:28s} {seconds:7.2f} s  {tokens:6d} input tokens (server)  {requests} request(s)")
+        print(f"{name:28s} {seconds:7.2f} s  {tokens:6d} input tokens  {requests} request(s)")
     one, many = rows["one request of N questions"][0], rows["N requests of one question"][0]
     print(f"ratio (N requests / one request): {many / one:.2f}")
 

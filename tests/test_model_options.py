@@ -136,3 +136,13 @@ def test_serve_settings_carry_typed_options_to_the_shared_judge(small_tree: Path
             assert service.judge.inner.model == "served"  # type: ignore[attr-defined]
         finally:
             run_sync(service.judge.aclose())
+
+
+def test_the_wait_line_names_what_is_waited_for() -> None:
+    from decisionrag._cli._waiting import _line
+    from decisionrag._deadline import QueryDeadline
+
+    scope = QueryDeadline(60)
+    assert _line(scope, 10).startswith("decisionrag: still waiting for the judge after 10s")
+    assert _line(scope, 10, "the judge or the answer model").startswith(
+        "decisionrag: still waiting for the judge or the answer model after 10s")

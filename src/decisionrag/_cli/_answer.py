@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
 
     scope = QueryDeadline(args.deadline, from_now=True)
-    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER):
+    # the wait may be the answer model's as well (a slow local server generating)
+    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER, what="the judge or the answer model"):
         reply = answer_once(
             args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
             base_url=args.base_url, top=args.top, task=args.task, stream=args.stream,
