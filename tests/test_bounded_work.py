@@ -177,8 +177,9 @@ def test_ask_without_stored_vectors_exits_by_its_deadline(tmp_path: Path) -> Non
     folder = tmp_path / "many"
     folder.mkdir()
     words = ["renewal", "passport", "office", "fee", "photo", "form", "embassy", "appointment"]
-    for i in range(1500):
-        text = " ".join(words[(i + j) % len(words)] for j in range(60))
+    # minutes of encoder work on 2 cores, still tens of seconds on a many-core machine
+    for i in range(4000):
+        text = " ".join(words[(i + j) % len(words)] for j in range(240))
         (folder / f"{i:04d}.md").write_text(f"# Topic {i}\n\n{text}\n")
     tree = build_tree([folder], tmp_path / "many.tree").path  # no vectors stored
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HF_HUB_OFFLINE": "1"}

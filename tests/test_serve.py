@@ -129,6 +129,24 @@ def test_rerank_in_the_cohere_and_tei_shapes(server: str) -> None:
     assert neither.status_code == 422 and neither.json()["error"]["field"] == "documents"
 
 
+def test_rerank_by_passage_id_on_the_default_tree_mixed_and_unknown(server: str) -> None:
+    ids = [{"id": "https://example.org/passports#p1"}, {"id": "https://example.org/passports#p0"}]
+    default = HTTP.post(f"{server}/v1/rerank", json={"query": "renew my passport", "documents": ids})
+    named = HTTP.post(f"{server}/v1/rerank", json={"query": "renew my passport", "documents": ids,
+                                                    "tree": "docs"})
+    assert default.status_code == 200 and default.json()["results"] == named.json()["results"]
+    mixed = HTTP.post(f"{server}/v1/rerank", json={
+        "query": "tax refund", "return_documents": True,
+        "documents": ["Claim a tax refund online.", {"id": "https://example.org/passports#p0"}]})
+    assert mixed.status_code == 200
+    assert [r["index"] for r in mixed.json()["results"]] == [0, 1]
+    assert mixed.json()["results"][1]["document"]["text"]  # the passage's own text
+    unknown = HTTP.post(f"{server}/v1/rerank", json={"query": "q", "documents": [{"id": "nope"}]})
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "documents[0].id"
+    both = HTTP.post(f"{server}/v1/rerank", json={"query": "q", "documents": [{"id": "x", "text": "y"}]})
+    assert both.status_code == 422
+
+
 def test_operations_endpoints(server: str) -> None:
     assert HTTP.get(f"{server}/healthz").json()["status"] == "ok"
     ready = HTTP.get(f"{server}/readyz").json()

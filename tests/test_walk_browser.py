@@ -87,7 +87,8 @@ async def test_walk_page_in_chromium(shared_data: Path, tmp_path: Path, browser:
     target = result.ids[0]
     browser.evaluate(f"""(() => {{ const s = document.getElementById('search');
         s.value = {target!r}; s.dispatchEvent(new Event('input')); }})()""")
-    browser.wait_for("document.querySelector('details.stage[data-name=\"choice\"]')?.open")
+    last = max(i for i, s in enumerate(stages) if target in s.candidates)
+    browser.wait_for(f"document.querySelector('details.stage[data-stage=\"{last}\"]')?.open")
     matches = browser.evaluate("Array.from(document.querySelectorAll('details.stage[open]'))"
                                ".map(d => d.dataset.name)")
     assert matches == [s.name for s in stages if target in s.candidates]

@@ -23,8 +23,8 @@ import functools
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -263,6 +263,28 @@ def _load_numpy_encoder(name: str) -> Any:
         raise InputError(f"the numpy query encoder reads a local sentence-transformers folder; "
                          f"{name!r} is not one (choose encoder=torch for hub names)")
     return NumpyEncoder(name, name)
+
+
+class Memo(Protocol):
+    """Values computed once per key (`decisionrag._query.SharedWork`, one walk's)."""
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any: ...
+
+
+def shared_query_vector(encoder: Any, text: str, work: Memo | None,
+                        compute: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+    """`text`'s vector by `encoder` (`compute()`, by default ``encoder.encode([text])[0]``),
+    encoded once per `work` (one walk: its judge and its hybrid retriever ask for the same
+    query). Keyed by the encoder itself, not only its model's name: two encoders of one
+    model (numpy and torch) round differently, and each caller keeps its own encoder's
+    vector. Without `work` (outside a walk) it is computed every time, as before."""
+    def encode() -> np.ndarray:
+        return compute() if compute is not None else encoder.encode([text])[0]
+
+    if work is None:
+        return encode()
+    key = ("query vector", id(encoder), str(getattr(encoder, "cache_key", "")), text)
+    return np.asarray(work.memo(key, encode))
 
 
 def embedding_cache(folder: PathLike | None = None) -> ContentCache:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,3 +98,44 @@ def _check_text(text: str, what: str) -> None:
         shown = f"byte 0x{byte:02x}" if byte is not None else f"character U+{ord(bad):04X}"
         raise InputError(f"{what} is not valid UTF-8 text: {shown} at position {exc.start} "
                          "(re-encode it as UTF-8)") from None
+
+
+class SharedWork:
+    """What one walk computes once and all its parts reuse (the query's embedding, asked for
+    by the judge and by the hybrid retriever alike): values by key, each computed by the
+    first part that asks. Thread-safe (the embedded judge computes on its own thread)."""
+
+    __slots__ = ("_lock", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value under `key`, computed by `compute()` the first time it is asked for."""
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            value = self._values[key] = compute()
+            return value
+
+
+_SHARED: contextvars.ContextVar[SharedWork | None] = contextvars.ContextVar(
+    "decisionrag_shared_work", default=None)
+
+
+@contextmanager
+def shared_work() -> Iterator[SharedWork]:
+    """A fresh `SharedWork` for what runs inside (one walk; its judge's requests and
+    retriever calls run in copies of this context, and so see it)."""
+    work = SharedWork()
+    token = _SHARED.set(work)
+    try:
+        yield work
+    finally:
+        _SHARED.reset(token)
+
+
+def current_shared_work() -> SharedWork | None:
+    """The `SharedWork` of the walk running in this context, or None outside one."""
+    return _SHARED.get()

@@ -316,7 +316,12 @@ class DenseRetriever:
             folder=cache_dir, dim=self.encoder.dim)
 
     def query_vector(self, query_text: str) -> np.ndarray:
-        return self.encoder.encode([query_text])[0]
+        """The query's vector; inside a walk, once per walk (the embedded judge's, when it
+        uses the same encoder: `_embed.shared_query_vector`)."""
+        from ._embed import shared_query_vector
+        from ._query import current_shared_work
+
+        return shared_query_vector(self.encoder, query_text, current_shared_work())
 
     def scores(self, query_text: str) -> np.ndarray:
         """The exact score of every passage, in corpus order (a full scan even when an ANN

@@ -8,6 +8,7 @@ stored with the tree's vectors) and scores a text against a query with BM25 weig
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -15,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORD_TEXT = """
@@ -29,6 +32,7 @@ whom why will with would you your yours yourself yourselves s t d ll m re ve y a
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es", "ly", "s")
 K1, B = 1.2, 0.75
+TERM_COUNTS_CACHED = 65_536  # texts whose term counts are kept (candidate texts recur per query)
 
 
 def stem(word: str) -> str:
@@ -45,6 +49,14 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order (repeats kept)."""
     return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+@functools.lru_cache(maxsize=TERM_COUNTS_CACHED)
+def term_counts(text: str) -> tuple[dict[str, int], int]:
+    """How often each term occurs in `text`, and how many terms it has (cached: the same
+    candidate texts are scored query after query). Callers must not change the dict."""
+    counts = Counter(terms(text))
+    return dict(counts), sum(counts.values())
 
 
 @dataclass(slots=True)
@@ -81,8 +93,7 @@ class Lexicon:
         total = sum(weights.values())
         if not total:
             return 0.0
-        counts = Counter(terms(text))
-        length = sum(counts.values())
+        counts, length = term_counts(text)
         norm = K1 * (1 - B + B * length / max(self.mean_length, 1.0))
         value = 0.0
         for term, weight in weights.items():
@@ -92,8 +103,21 @@ class Lexicon:
         return value / (total * (K1 + 1))
 
     def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+        """`score` of every text, computed a query term at a time over all texts (the same
+        operations in the same order as `score`, so the same floats)."""
         weights = self.query_weights(query)
-        return [self.score(weights, text) for text in texts]
+        total = sum(weights.values())
+        if not total or not texts:
+            return [0.0] * len(texts)
+        counted = list(map(term_counts, texts))
+        lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=len(texts))
+        norm = K1 * (1 - B + B * lengths / max(self.mean_length, 1.0))
+        value = np.zeros(len(texts))
+        for term, weight in weights.items():  # summed in query-term order, as `score` sums
+            tf = np.fromiter((counts.get(term, 0) for counts, _ in counted), dtype=np.float64,
+                             count=len(texts))
+            value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
+        return (value / (total * (K1 + 1))).tolist()
 
     def to_json(self) -> str:
         return json.dumps({"documents": self.documents, "mean_length": self.mean_length,

@@ -6,7 +6,9 @@ from ._generator import (
     GENERATOR_ENV,
     Generation,
     Generator,
+    GeneratorOptions,
     OpenAICompatibleGenerator,
+    generator_options,
     load_generator,
 )
 from ._prompts import TASK_PRESETS, TASKS, Source, Task, build_messages, get_task
@@ -22,6 +24,7 @@ __all__ = [
     "Generation",
     "GenerationUsage",
     "Generator",
+    "GeneratorOptions",
     "OpenAICompatibleGenerator",
     "Source",
     "Task",
@@ -31,6 +34,7 @@ __all__ = [
     "build_messages",
     "cited_numbers",
     "find_citations",
+    "generator_options",
     "get_task",
     "load_generator",
     "prompt_for",

@@ -9,21 +9,56 @@ servers expect). With no id given, ``DECISIONRAG_GENERATOR`` names one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from .._chat import ChatClient
-from .._errors import AnswerError
+from .._errors import AnswerError, DecisionRAGError
 from .._http import ANSWER_ERRORS, RetryPolicy
+from .._judges._options import TypedOptions
 
 GENERATOR_ENV = "DECISIONRAG_GENERATOR"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BACKENDS = ("openai-compatible", "openai")
-_OPTIONS = {"temperature": float, "concurrency": int, "max_attempts": int, "timeout": float,
-            "deadline": float, "backoff_initial": float, "backoff_max": float}
+_POLICY = RetryPolicy(max_attempts=4)
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratorOptions(TypedOptions):
+    """An answer model's options (``load_generator(id, **options)``, ``--generator-option``):
+    the sampling temperature, requests in flight, and the retry policy."""
+
+    error: ClassVar[type[DecisionRAGError]] = AnswerError
+    temperature: float = 0.0
+    concurrency: int = 4
+    max_attempts: int = _POLICY.max_attempts
+    timeout: float = _POLICY.timeout
+    deadline: float = _POLICY.deadline
+    backoff_initial: float = _POLICY.backoff_initial
+    backoff_max: float = _POLICY.backoff_max
+
+    def policy(self) -> RetryPolicy:
+        return dataclasses.replace(_POLICY, max_attempts=self.max_attempts, timeout=self.timeout,
+                                   deadline=self.deadline, backoff_initial=self.backoff_initial,
+                                   backoff_max=self.backoff_max)
+
+
+def generator_options(options: Mapping[str, Any], flag: str = "--generator-option") -> dict[str, Any]:
+    """`options` checked against `GeneratorOptions` and converted (``"0.2"`` -> 0.2), before
+    anything is opened: `AnswerError` naming `flag`, the key and the known options."""
+    known = GeneratorOptions.names()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise AnswerError(f"{flag} {unknown[0]}=...: the answer model has no option "
+                          f"{unknown[0]!r}; its options: {', '.join(known)}")
+    try:
+        return GeneratorOptions.typed(options, "answer model")
+    except AnswerError as exc:
+        raise AnswerError(f"{flag}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +142,9 @@ def generator_model(spec: str | None = None) -> str:
 def load_generator(spec: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
                    **options: Any) -> OpenAICompatibleGenerator:
     """The generator `spec` names (``openai-compatible:MODEL``), else ``$DECISIONRAG_GENERATOR``.
-    Options: temperature, concurrency, and the retry policy's max_attempts, timeout, deadline,
-    backoff_initial, backoff_max; others are refused."""
+    Options (`GeneratorOptions`, typed): temperature, concurrency, and the retry policy's
+    max_attempts, timeout, deadline, backoff_initial, backoff_max; others are refused."""
     model = generator_model(spec)
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise AnswerError(f"{spec or model}: unknown options {unknown}; known: {sorted(_OPTIONS)}")
-    typed = {name: _OPTIONS[name](value) for name, value in options.items()}
-    policy_fields = {k: typed.pop(k) for k in list(typed) if k not in ("temperature", "concurrency")}
-    policy = RetryPolicy(**{"max_attempts": 4, **policy_fields})
-    return OpenAICompatibleGenerator(model, base_url=base_url, api_key=api_key, policy=policy, **typed)
+    given = GeneratorOptions.parse(options, spec or model)
+    return OpenAICompatibleGenerator(model, base_url=base_url, api_key=api_key, policy=given.policy(),
+                                     temperature=given.temperature, concurrency=given.concurrency)

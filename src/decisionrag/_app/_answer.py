@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .._answer import Answer, AnswerEvent, astream_answer, load_generator
 from .._deadline import QueryDeadline
@@ -25,14 +26,21 @@ def answer_once(
     stream: bool = False,
     on_event: Callable[[AnswerEvent], None] | None = None,
     deadline: float | QueryDeadline | None = None,
+    judge_options: Mapping[str, Any] | None = None,
+    generator_options: Mapping[str, Any] | None = None,
 ) -> Answer:
     """Open the tree, the judge and the generator (checked first: a missing one fails
     before any walk), answer once, release all three. `deadline` (seconds from now, or a
-    `QueryDeadline`) bounds everything: opening, the walk and the whole answer."""
+    `QueryDeadline`) bounds everything: opening, the walk and the whole answer. The options
+    go to the judge (`Navigator`'s `judge_options`) and to `load_generator`."""
     if deadline is not None and not isinstance(deadline, QueryDeadline):
         deadline = QueryDeadline(deadline, from_now=True)
-    model = load_generator(generator, base_url=base_url)
-    navigator = Navigator(tree_path, judge_id, preset)
+    model = load_generator(generator, base_url=base_url, **dict(generator_options or {}))
+    try:
+        navigator = Navigator(tree_path, judge_id, preset, judge_options=judge_options)
+    except BaseException:
+        run_sync(model.aclose())
+        raise
 
     async def run() -> Answer:
         try:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._errors import JudgeConfigError
 from .._judges import Judge, load_judge
 from .._navigate import Navigator as _Navigator
 from .._navigate import Preset, Retriever, get_preset
@@ -57,7 +58,7 @@ class Navigator(_Navigator):
         opened = tree if isinstance(tree, Tree) else Tree.open(tree)
         active: Judge | None = None
         try:
-            active = judge if isinstance(judge, Judge) else load_judge(judge, **dict(judge_options or {}))
+            active = open_judge(judge, judge_options)
             chosen = get_preset(preset, opened, active)
             chosen = chosen.with_overrides(
                 **{name: value for name, value in (overrides or {}).items() if value is not None})
@@ -81,6 +82,19 @@ class Navigator(_Navigator):
 
     def close(self) -> None:
         run_sync(self.aclose())
+
+
+def open_judge(judge: Judge | str | Any = "embedded",
+               options: Mapping[str, Any] | None = None) -> Judge:
+    """The judge every door walks with: a `Judge` as it is (`options` must then be empty),
+    else loaded by id (or from a LangChain model) with `options`, checked and typed by the
+    backend's options class (`decisionrag._judges.judge_options`). The one loading path of
+    `Navigator`, `decisionrag serve`/`mcp` (one judge shared by every tree) and `eval`."""
+    if isinstance(judge, Judge):
+        if options:
+            raise JudgeConfigError(f"options {sorted(options)} cannot apply to a judge object")
+        return judge
+    return load_judge(judge, **dict(options or {}))
 
 
 def open_navigator(

@@ -4,7 +4,7 @@ each navigation system assembled as `decisionrag ask` assembles its navigator.""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,32 @@ from .._tree import Tree
 from .._tree._bm25 import bm25_folder
 from .._tree._vectors import available_sets
 from ._build import build_tree
+from ._engine import open_judge
 from ._systems import SystemFactory
+
+FLAT_SYSTEMS = ("bm25", "dense", "hybrid")
+
+
+def eval_judge(judge_id: str, systems: Sequence[str],
+               options: Mapping[str, Any] | None = None) -> Judge | None:
+    """The judge the navigation systems of an evaluation share, loaded as every door loads
+    one (`open_judge`); None when every system is a flat baseline."""
+    if all(name in FLAT_SYSTEMS for name in systems):
+        return None
+    return open_judge(judge_id, options)
+
+
+def answer_client(model: str, base_url: str | None = None,
+                  options: Mapping[str, Any] | None = None) -> AnswerClient:
+    """The answer model of `eval --answers`, with the generator's typed options (temperature,
+    concurrency, the retry policy: see `GeneratorOptions`)."""
+    from .._answer import GeneratorOptions
+
+    if not options:
+        return AnswerClient(model, base_url=base_url)
+    given = GeneratorOptions.parse(options, model)
+    return AnswerClient(model, base_url=base_url, temperature=given.temperature,
+                        concurrency=given.chosen("concurrency", 8), policy=given.policy())
 
 
 def run_evaluation(

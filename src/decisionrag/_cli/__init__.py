@@ -16,7 +16,7 @@ from ._terminal import SafeStream, printable
 
 # each module defines register(subparsers); its commands set `func(args) -> int`
 _COMMAND_MODULES = ("_tree_cmds", "_cluster_cmds", "_edit_cmds", "_ask", "_answer", "_eval",
-                    "_judge_cmds", "_serve_cmds")
+                    "_judge_cmds", "_serve_cmds", "_model_cmds")
 
 
 class _Parser(argparse.ArgumentParser):

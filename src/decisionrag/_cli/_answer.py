@@ -13,6 +13,7 @@ from .._errors import InputError
 from .._query import Query
 from .._walkpage import walk_page
 from ._ask import add_force_argument, check_html, read_history, seconds_arg, write_html
+from ._options import add_generator_option, add_judge_option, generator_options, judge_options
 from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
 
 DEFAULT_DEADLINE = 120.0  # seconds for the walk and the whole answer, from the command's start
@@ -33,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--base-url", metavar="URL",
                         help="the chat endpoint, e.g. http://127.0.0.1:8000/v1 (default: $OPENAI_BASE_URL, "
                         "else the OpenAI API)")
+    add_generator_option(parser)
     parser.add_argument("--top", type=int, default=5, metavar="N",
                         help="passages given to the model (default 5)")
     parser.add_argument("--task", default="auto", choices=("auto", "qa", "short", "conversation"),
@@ -44,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write the walk and the answer as one self-contained HTML page")
     parser.add_argument("--judge", default="embedded", help="judge id (default: embedded)")
+    add_judge_option(parser)
     parser.add_argument("--preset", default="auto", help="navigation preset (default: auto)")
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="earlier turns: a JSON list of {role, text}, or JSON lines")
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
     check_html(args)
+    options, model_options = judge_options(args), generator_options(args)
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history)
     out = sys.stdout
@@ -77,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
 
     scope = QueryDeadline(args.deadline, from_now=True)
-    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER):
+    # the wait may be the answer model's as well (a slow local server generating)
+    with notice_when_slow(scope, DEFAULT_NOTICE_AFTER, what="the judge or the answer model"):
         reply = answer_once(
             args.tree, query, judge_id=args.judge, preset=args.preset, generator=args.generator,
             base_url=args.base_url, top=args.top, task=args.task, stream=args.stream,
-            on_event=show, deadline=scope,
+            on_event=show, deadline=scope, judge_options=options, generator_options=model_options,
         )
     if args.html:
         write_html(args, walk_page(reply))

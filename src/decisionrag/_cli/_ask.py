@@ -14,6 +14,7 @@ from .._deadline import QueryDeadline
 from .._errors import InputError
 from .._query import Query, Turn
 from .._walkpage import walk_page
+from ._options import add_judge_option, judge_options
 from ._terminal import printable
 from ._waiting import DEFAULT_NOTICE_AFTER, notice_when_slow
 
@@ -28,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("tree", type=Path, help="a tree file written by `decisionrag build`")
     parser.add_argument("question", help="the question (or the user's last turn)")
     parser.add_argument("--judge", default="embedded", help="judge id (default: embedded)")
+    add_judge_option(parser)
     parser.add_argument("--preset", default="auto", help="navigation preset (default: auto)")
     parser.add_argument("--history", type=Path, metavar="FILE",
                         help="earlier turns: a JSON list of {role, text}, or JSON lines")
@@ -87,11 +89,12 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise InputError(f"--top must be at least 1, not {args.top}")
     check_html(args)  # before the walk: a refused output costs nothing
+    options = judge_options(args)  # refused here, before the tree and the judge are opened
     history = read_history(args.history) if args.history else ()
     query = Query(text=args.question, context=args.context, history=history).check()
     scope = QueryDeadline(args.deadline, from_now=True)  # the command's start-up counts too
     with notice_when_slow(scope, args.notice_after):
-        result = _ask_once(args, query, scope)
+        result = _ask_once(args, query, scope, options)
     if args.html:
         write_html(args, walk_page(result))
         print(f"wrote {args.html}", file=sys.stderr)
@@ -137,11 +140,12 @@ def seconds_arg(value: str) -> float:
     return seconds
 
 
-def _ask_once(args: argparse.Namespace, query: Query, scope: QueryDeadline) -> Any:
+def _ask_once(args: argparse.Namespace, query: Query, scope: QueryDeadline,
+              options: dict[str, Any]) -> Any:
     from .._app import ask
 
     return ask(
-        args.tree, query, judge_id=args.judge, preset=args.preset, k=args.top,
+        args.tree, query, judge_id=args.judge, judge_options=options, preset=args.preset, k=args.top,
         overrides={"keep_pages": args.keep_pages, "mc_top": args.mc_top, "mc_mode": args.mc_mode,
                    "on_failure": args.on_failure, "questions": args.questions,
                    "hybrid_k": args.hybrid_k},

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from ._options import add_generator_option, add_judge_option, generator_options, judge_options
 
 DEFAULT_SYSTEMS = "decisionrag,bm25,dense"
 
@@ -56,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--judge", default="embedded", help="judge id for navigation systems (default embedded)"
     )
+    add_judge_option(parser)
     parser.add_argument("--preset", default="auto", help="navigation preset (default auto)")
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries")
     parser.add_argument("--json", dest="json_out", metavar="OUT", help="write the full report as JSON")
@@ -95,6 +97,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--answer-model", default=None, metavar="MODEL",
         help="the same as --answers --generator openai-compatible:MODEL",
     )
+    add_generator_option(parser)
     parser.add_argument(
         "--keep-runs",
         type=int,
@@ -122,7 +125,7 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from .._app import parse_systems, run_evaluation
+    from .._app import eval_judge, parse_systems, run_evaluation
     from .._eval import EvalSettings, MetricSpec
     from .._eval._outputs import EvalOutputs
     from .._eval._report import write_report
@@ -138,6 +141,7 @@ def run_eval(args: argparse.Namespace) -> int:
                              json_out=args.json_out, runs_dir=args.save_runs,
                              report_dir=args.report, systems=systems, force=args.force)
     outputs.check()  # before anything runs: a refused output costs nothing
+    options, model_options = judge_options(args), generator_options(args)
     external = [read_run(path, name, args.tie_break) for name, path in specs]
     ks = _ints(args.ks, "--ks")
     recall_ks = _ints(args.recall_ks, "--recall-ks") if args.recall_ks else ks
@@ -164,8 +168,8 @@ def run_eval(args: argparse.Namespace) -> int:
         dense_search=args.dense_search,
         progress=not args.no_progress,
     )
-    judge = _judge(args.judge, systems)
-    answers = _answer_client(args)
+    judge = eval_judge(args.judge, systems, options)
+    answers = _answer_client(args, model_options)
     evaluation = run_evaluation(dataset, settings, judge, answers=answers, external=external)
     report = evaluation.report
     if judge is not None:
@@ -185,24 +189,15 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _answer_client(args: argparse.Namespace) -> Any:
+def _answer_client(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     from .._answer._generator import generator_model
-    from .._eval._answers import AnswerClient
+    from .._app import answer_client
 
     if args.answer_model:
-        return AnswerClient(args.answer_model, base_url=args.base_url)
+        return answer_client(args.answer_model, args.base_url, options)
     if args.answers or args.generator:
-        return AnswerClient(generator_model(args.generator), base_url=args.base_url)
+        return answer_client(generator_model(args.generator), args.base_url, options)
     return None
-
-
-def _judge(judge_id: str, systems: list[str]) -> Any:
-    if all(name in ("bm25", "dense", "hybrid") for name in systems):
-        return None
-    from .._judges import load_judge
-
-    return load_judge(judge_id)
-
 
 
 # -- the table ------------------------------------------------------------------------------

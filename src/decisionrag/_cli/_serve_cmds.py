@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError, missing_extra
+from ._options import add_generator_option, add_judge_option, generator_options, judge_options
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -24,6 +25,7 @@ def _tree_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tree files to serve, as PATH (named after the file: docs.tree -> docs) "
                         "or NAME=PATH; the first is the default")
     parser.add_argument("--judge", default="embedded", help="judge id (default: embedded)")
+    add_judge_option(parser)
     parser.add_argument("--preset", default="auto", help="default navigation preset (default: auto)")
 
 
@@ -85,6 +87,7 @@ def _service_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: $DECISIONRAG_GENERATOR; none: no such endpoint)")
     parser.add_argument("--generator-base-url", metavar="URL",
                         help="the answer model's endpoint (default: $OPENAI_BASE_URL, else the OpenAI API)")
+    add_generator_option(parser)
 
 
 def _register_ui(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -105,6 +108,9 @@ def _register_ui(subparsers: argparse._SubParsersAction[Any]) -> None:
 def _settings(args: argparse.Namespace) -> Any:
     from .._serve._settings import ServeLimits, ServeSettings, tree_argument
 
+    options = judge_options(args)  # refused before anything else is checked or opened
+    generator = getattr(args, "generator", None) or os.environ.get("DECISIONRAG_GENERATOR") or None
+    model_options = generator_options(args)
     assignments: dict[str, str] = {}
     for item in getattr(args, "limit", []):
         name, sep, value = item.partition("=")
@@ -122,12 +128,12 @@ def _settings(args: argparse.Namespace) -> Any:
     for name, path in trees:
         if not Path(path).is_file():
             raise InputError(f"{path}: no such tree file (tree {name!r})")
-    generator = getattr(args, "generator", None) or os.environ.get("DECISIONRAG_GENERATOR") or None
     if generator:
         from .._answer._generator import generator_model
 
         generator_model(generator)  # a bad id fails here, before the server starts
     return ServeSettings(trees=trees, judge=args.judge, preset=args.preset,
+                         judge_options=options, generator_options=model_options if generator else {},
                          api_key_file=getattr(args, "api_key_file", None), limits=limits,
                          reload_seconds=getattr(args, "reload_interval", 1.0), generator=generator,
                          generator_base_url=getattr(args, "generator_base_url", None),

@@ -96,20 +96,23 @@ class AnswerClient:
     timeout: float = 60.0
     retries: int = 3
     concurrency: int = 8
+    temperature: float = 0.0
+    policy: RetryPolicy | None = None  # replaces timeout and retries when given
 
     def __post_init__(self) -> None:
         self.base_url = (
             self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         ).rstrip("/")
         self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY")
-        policy = RetryPolicy(max_attempts=max(1, self.retries), timeout=self.timeout,
-                             deadline=max(self.timeout, 180.0) * max(1, self.retries))
+        policy = self.policy or RetryPolicy(
+            max_attempts=max(1, self.retries), timeout=self.timeout,
+            deadline=max(self.timeout, 180.0) * max(1, self.retries))
         self.chat = ChatClient(self.base_url, self.model, api_key=self.api_key or "",
                                policy=policy, concurrency=self.concurrency,
                                who=f"answer model at {self.base_url}", errors=ANSWER_ERRORS)
 
     async def complete(self, messages: list[dict[str, str]]) -> str:
-        reply = await self.chat.complete(messages, max_tokens=64)
+        reply = await self.chat.complete(messages, max_tokens=64, temperature=self.temperature)
         return reply.text
 
     async def aclose(self) -> None:

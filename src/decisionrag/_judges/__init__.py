@@ -13,7 +13,7 @@ from ._base import (
     Usage,
     VectorSpace,
 )
-from ._registry import load_judge, parse_judge_id
+from ._registry import judge_options, load_judge, parse_judge_id
 from ._testing import ScriptedJudge, SimulatedJudge
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "SimulatedJudge",
     "Usage",
     "VectorSpace",
+    "judge_options",
     "load_judge",
     "parse_judge_id",
 ]

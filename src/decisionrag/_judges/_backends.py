@@ -189,7 +189,7 @@ BUILTIN_BACKENDS: tuple[Backend, ...] = (
             options="decisionrag._judges._options:HttpJudgeOptions"),
     Backend("local", "decisionrag._judges._local:local_judge",
             "an open-weight causal LM read out as a decision model (transformers)",
-            "local:Qwen/Qwen3-1.7B"),
+            "local:Qwen/Qwen3-1.7B", options="decisionrag._judges._local:LocalOptions"),
     Backend("embedded", "decisionrag._judges._embedded:embedded_judge",
             "offline default on the bundled all-MiniLM-L6-v2 (no key, no network)", "embedded",
             limits=Limits(), options="decisionrag._judges._embedded:EmbeddedOptions"),

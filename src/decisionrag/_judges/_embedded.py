@@ -48,8 +48,10 @@ from typing import Any
 import numpy as np
 
 from .._deadline import active_deadline
+from .._embed import shared_query_vector
 from .._errors import JudgeConfigError, JudgeRequestError
 from .._progress import Step
+from .._query import current_shared_work
 from .._words import Lexicon
 from ._base import (
     BinaryRequest,
@@ -73,6 +75,7 @@ DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # Part rows read per request at most; beyond it a candidate is read through its own row only
 # (a page level of 16,000 pages would otherwise read every passage vector of the corpus).
 PART_ROW_BUDGET = 200_000
+ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d float32)
 # Threads the judge computes on. One: its work is CPU-bound under the GIL, so more threads
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
@@ -231,10 +234,16 @@ class EmbeddedJudge(Judge):
                     found[digest] = vector
         return found
 
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's vector: once per walk (shared with the walk's hybrid retriever when it
+        uses the same encoder), through the in-memory cache."""
+        return shared_query_vector(self.encoder, query, current_shared_work(),
+                                   lambda: self.embed([query])[0])
+
     def evidence(self, query: str, candidates: Sequence[Candidate],
                  lexicon: Lexicon | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(own, best, lexical) per candidate; see the module docstring."""
-        q = self.embed([query])[0]
+        q = self.query_vector(query)
         own = np.zeros(len(candidates))
         best = np.zeros(len(candidates))
         texts = [i for i, c in enumerate(candidates) if c.vectors is None]
@@ -243,9 +252,7 @@ class EmbeddedJudge(Judge):
             own[texts] = best[texts] = encoded
         with_parts = sum(len(c.vectors) - 1 for c in candidates if c.vectors is not None)
         read_parts = with_parts <= PART_ROW_BUDGET
-        for i, candidate in enumerate(candidates):
-            if candidate.vectors is not None:
-                own[i], best[i] = _own_and_best(candidate.vectors, q, read_parts)
+        _fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
         lexical = np.zeros(len(candidates))
         if lexicon is not None and self.calibration.lexical_weight:
             lexical = np.asarray(lexicon.scores(query, [c.text for c in candidates]))
@@ -366,6 +373,51 @@ def searched_text(request: BinaryRequest | ChoiceRequest) -> str:
 def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:
     statistics = request.statistics
     return statistics if isinstance(statistics, Lexicon) else None
+
+
+def _fill_own_and_best(own: np.ndarray, best: np.ndarray,
+                       rows_of: Sequence[VectorRows | np.ndarray | None], q: np.ndarray,
+                       read_parts: bool) -> None:
+    """`own[i]` and `best[i]` for every candidate i with vectors (`_own_and_best`'s values,
+    bit for bit). Stored rows (`StoredRows`: a `source` with `blocks`) are read per level
+    in one gather and multiplied in one product per block length: a batched `np.matmul`
+    runs the same matrix-vector product per block as `block @ q` does (one product over
+    all rows stacked would not: BLAS rounds a row by where it falls in the matrix, and the
+    scores, hence the run files, would change in their last bits). Other rows (arrays in
+    requests made by hand) go one by one."""
+    groups: dict[tuple[int, int], tuple[Any, list[int], list[int]]] = {}
+    for i, rows in enumerate(rows_of):
+        if rows is None:
+            continue
+        source = getattr(rows, "source", None)
+        n = len(rows) if read_parts else min(1, len(rows))
+        if n == 0 or not hasattr(source, "blocks"):
+            own[i], best[i] = _own_and_best(rows, q, read_parts)
+            continue
+        _, members, starts = groups.setdefault((id(source), n), (source, [], []))
+        members.append(i)
+        starts.append(int(getattr(rows, "start")))  # noqa: B009 - a StoredRows attribute
+    for (_, n), (source, members, starts) in groups.items():
+        step = max(1, ROWS_PER_PRODUCT // n)
+        for at in range(0, len(members), step):
+            chosen = members[at:at + step]
+            stack = source.blocks(starts[at:at + step], n)
+            own[chosen], best[chosen] = _own_and_best_stacked(stack, q)
+
+
+def _own_and_best_stacked(stack: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_own_and_best` of every block of `stack` (blocks, rows, dim), as float64 arrays."""
+    sims = np.matmul(stack, q)  # (blocks, rows): block b's row equals stack[b] @ q exactly
+    present = np.any(stack != 0, axis=2)
+    own = sims[:, 0].astype(np.float64)
+    for b in np.flatnonzero(~present[:, 0]).tolist():  # no row of its own: its parts' mean
+        parts = sims[b, 1:][present[b, 1:]]
+        own[b] = float(parts.mean()) if parts.size else 0.0
+    if sims.shape[1] == 1:
+        return own, own.copy()
+    has_parts = present[:, 1:].any(axis=1)
+    highest = np.where(present[:, 1:], sims[:, 1:], np.float32(-np.inf)).max(axis=1)
+    return own, np.where(has_parts, highest.astype(np.float64), own)
 
 
 def _own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool) -> tuple[float, float]:

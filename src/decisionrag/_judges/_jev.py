@@ -41,7 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError, missing_extra
+from .._errors import (
+    JudgeConfigError,
+    JudgeProtocolError,
+    JudgeRequestError,
+    JudgeUnavailable,
+    missing_extra,
+)
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -66,6 +72,7 @@ from ._http import (
     with_retries,
 )
 from ._options import HttpJudgeOptions
+from ._pacing import Pacer
 
 SYSTEM_ONE_PATH = "/v1/systemone"
 JEV_PRICE_PER_MILLION_INPUT = 0.042  # USD, Jev's public price; output is free
@@ -97,23 +104,34 @@ class JevJudge(Judge):
         limits: Limits,
         price_per_million_input: float | None,
         who: str,
+        pacer: Pacer | None = None,
     ) -> None:
         self.model = model
         self.limits = limits
         self.price_per_million_input = price_per_million_input
         self.name = who
         self._transport = transport
+        self.pacer = pacer
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         questions = list(request.questions)
         if not questions:
             return BinaryResult([], Usage())
-        size = min(filter(None, (self.limits.max_questions, self.limits.questions_per_call,
-                                 len(questions))))
-        chunks = [questions[i:i + size] for i in range(0, len(questions), size)]
-        # more questions than one request takes: parallel requests over the same state, which
-        # the protocol promises gives the same answers (questions do not see each other)
-        parts = await asyncio.gather(*(self._binary_part(request.context, c) for c in chunks))
+        cap = min(filter(None, (self.limits.max_questions, self.limits.questions_per_call,
+                                len(questions))))
+        parts: list[tuple[list[float], Usage]] = []
+        rest = questions
+        while rest:
+            size, paced = self.pacer.size(request.context, rest, cap) if self.pacer else (cap, False)
+            if paced:  # a slow server: one call at a time, each sized to be answered in time
+                parts.append(await self._binary_part(request.context, rest[:size]))
+                rest = rest[size:]
+                continue
+            chunks = [rest[i:i + size] for i in range(0, len(rest), size)]
+            # more questions than one request takes: parallel requests over the same state, which
+            # the protocol promises gives the same answers (questions do not see each other)
+            parts.extend(await asyncio.gather(*(self._binary_part(request.context, c) for c in chunks)))
+            break
         probabilities = [p for part, _ in parts for p in part]
         usage = sum((u for _, u in parts), Usage())
         return BinaryResult(probabilities, usage)
@@ -123,6 +141,8 @@ class JevJudge(Judge):
     ) -> tuple[list[float], Usage]:
         asked = {f"q{i}": {"type": "noul", "instructions": q} for i, q in enumerate(questions)}
         payload, usage = await self._ask(context, asked)
+        if self.pacer is not None:
+            self.pacer.observe(context, questions, usage.seconds)
         answers = read_answers(payload, asked, self.name)
         values = [noul_value(answers[qid], qid, self.name) for qid in asked]
         return check_binary(values, len(questions), self.name), usage
@@ -141,11 +161,22 @@ class JevJudge(Judge):
 
     async def _ask(self, state: str, questions: dict[str, Any]) -> tuple[Any, Usage]:
         body = {"model": self.model, "state": state, "questions": questions}
-        payload, seconds = await self._transport.post(body)
         estimate = estimate_tokens(state) + sum(estimate_tokens(str(q)) for q in questions.values())
+        try:
+            payload, seconds = await self._transport.post(body)
+        except JudgeUnavailable as exc:  # name what was slow, and what to change
+            raise type(exc)(f"{exc} [the call: {len(questions)} question(s), about {estimate:,} "
+                            f"tokens of context and questions{self._slow_hint()}]") from exc
         reported = payload.get("usage") if isinstance(payload, dict) else None
         usage = make_usage(reported, estimate, seconds, self.price_per_million_input, self.name)
         return payload, usage
+
+    def _slow_hint(self) -> str:
+        paced = (f"calls paced to {self.pacer.seconds:g} s each" if self.pacer is not None
+                 else "a slow server (a CPU): pace the calls with --judge-option "
+                 "seconds_per_call=SECONDS")
+        return (f"; {paced}; more time per attempt with timeout=SECONDS, one call at a time "
+                "with concurrency=1, a longer --deadline")
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -350,6 +381,9 @@ class TypesafeOptions(HttpJudgeOptions):
 @dataclass(frozen=True)
 class SelfHostedOptions(HttpJudgeOptions):
     model: str = "jev-latest"
+    # a slow server (a CPU): the most one call should take; calls are sized from its measured
+    # speed (None: no pacing): see decisionrag._judges._pacing
+    seconds_per_call: float | None = None
     balance: float | None = None  # fleet: see decisionrag._judges._fleet
     cooldown: float | None = None
     max_cooldown: float | None = None
@@ -437,4 +471,6 @@ def jev_compatible_judge(url: str, **options: Any) -> JevJudge:
     else:
         client = HttpClient(root, headers=headers, policy=policy, concurrency=concurrency, who=who)
         transport = HttpTransport(client)
-    return JevJudge(model, transport, limits=limits, price_per_million_input=price, who=who)
+    pacer = Pacer(given.seconds_per_call) if given.seconds_per_call else None
+    return JevJudge(model, transport, limits=limits, price_per_million_input=price, who=who,
+                    pacer=pacer)

@@ -40,6 +40,7 @@ Limits: no question limit (chunks are formed internally), at most 26 options (le
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import string
 import threading
@@ -60,6 +61,7 @@ from ._base import (
     check_binary,
     check_choice,
 )
+from ._options import JudgeOptions
 
 BINARY_SUFFIX = "Answer (Yes or No):"
 CHOICE_SUFFIX = "Answer (one letter):"
@@ -341,45 +343,45 @@ def _resolve_dtype(dtype: str | None, device: str) -> Any:
     return value
 
 
-def local_judge(
-    model: str,
-    *,
-    device: str | None = None,
-    dtype: str | None = None,
-    max_batch_tokens: int | str = DEFAULT_MAX_BATCH_TOKENS,
-    attn_implementation: str = "sdpa",
-    trust_remote_code: bool = False,
-    price_per_million_input: float | str | None = None,
-    **options: Any,
-) -> LocalJudge:
-    """Load ``local:MODEL_PATH_OR_ID``: a folder or hub id of a causal LM and its tokenizer.
+@dataclasses.dataclass(frozen=True)
+class LocalOptions(JudgeOptions):
+    """The ``local`` judge's options: `device` (default CUDA when available), `dtype`
+    (bfloat16 on CUDA, float32 on CPU), the question tokens per packed chunk, the attention
+    implementation (one that takes a custom 4-D mask: ``sdpa`` or ``eager``)."""
 
-    `device` defaults to CUDA when available; `dtype` to bfloat16 on CUDA, float32 on CPU.
-    The attention implementation must accept a custom 4-D mask (``sdpa`` or ``eager``).
-    """
+    device: str | None = None
+    dtype: str | None = None
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
+    attn_implementation: str = "sdpa"
+    trust_remote_code: bool = False
+    price_per_million_input: float | None = None
+
+
+def local_judge(model: str, **options: Any) -> LocalJudge:
+    """Load ``local:MODEL_PATH_OR_ID``: a folder or hub id of a causal LM and its tokenizer,
+    with `LocalOptions` (typed: ``trust_remote_code="false"`` is False)."""
     if not model:
         raise JudgeConfigError("local judge: name a model folder or id, e.g. local:/models/qwen3")
+    given = LocalOptions.parse(options, f"local:{model}")
     try:
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise missing_extra("transformers", "local") from exc
-    if options:
-        raise JudgeConfigError(f"local judge: unknown options {sorted(options)}")
-    where = _resolve_device(device)
-    torch_dtype = _resolve_dtype(dtype, where)
+    where = _resolve_device(given.device)
+    torch_dtype = _resolve_dtype(given.dtype, where)
     dtype_kwarg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=given.trust_remote_code)
         lm: Any = AutoModelForCausalLM.from_pretrained(
-            model, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
-            **{dtype_kwarg: torch_dtype},
+            model, attn_implementation=given.attn_implementation,
+            trust_remote_code=given.trust_remote_code, **{dtype_kwarg: torch_dtype},
         )
     except (OSError, ValueError) as exc:
         raise JudgeConfigError(f"local judge: cannot load {model!r}: {exc}") from exc
     lm = lm.to(where)
-    judge = LocalJudge(lm, tokenizer, max_batch_tokens=int(max_batch_tokens),
+    judge = LocalJudge(lm, tokenizer, max_batch_tokens=given.max_batch_tokens,
                        name=f"local:{model}")
-    if price_per_million_input is not None:
-        judge.price_per_million_input = float(price_per_million_input)
+    if given.price_per_million_input is not None:
+        judge.price_per_million_input = given.price_per_million_input
     return judge

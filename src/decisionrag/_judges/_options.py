@@ -2,9 +2,10 @@
 strings, unknown keys rejected with the list of known ones.
 
 Options arrive as Python values (``load_judge(id, concurrency=4)``) or as strings (``decisionrag
-judge ID -o concurrency=4``, ``simulated:latency=0.2``); `JudgeOptions.parse` converts each to
-its field's type (``""``/``none`` is None where None is allowed) and remembers which were given,
-so a backend can tell "not given" from an explicit None (`given`).
+ask --judge-option concurrency=4``, ``simulated:latency=0.2``); `JudgeOptions.parse` converts each
+to its field's type (``""``/``none`` is None where None is allowed) and remembers which were
+given, so a backend can tell "not given" from an explicit None (`given`). `TypedOptions` is the
+machinery without the judge: the answer generator's options use it too.
 """
 
 from __future__ import annotations
@@ -12,22 +13,40 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
-from .._errors import JudgeConfigError
+from .._errors import DecisionRAGError, InputError, JudgeConfigError
 from .._http import RetryPolicy
 from ._base import Limits
 
-OptionsT = TypeVar("OptionsT", bound="JudgeOptions")
+OptionsT = TypeVar("OptionsT", bound="TypedOptions")
 _NONE = ("", "none", "None", "null")
 _POLICY = RetryPolicy()
 
 
-@dataclasses.dataclass(frozen=True)
-class JudgeOptions:
-    """Base class of a backend's options (no options of its own)."""
+def parse_assignments(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments of a repeatable flag (``--judge-option``) as a mapping of
+    strings, typed later by the options class they are for; `InputError` naming the flag for
+    an item without ``=`` or a key given twice."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} model=NAME")
+        if key in found:
+            raise InputError(f"{flag}: {key} is given twice ({key}={found[key]!r} and {item!r})")
+        found[key] = value.strip()
+    return found
 
+
+@dataclasses.dataclass(frozen=True)
+class TypedOptions:
+    """Options as a frozen dataclass: keys checked, values converted to the fields' types,
+    failures raised as `error` (a `DecisionRAGError` subclass)."""
+
+    error: ClassVar[type[DecisionRAGError]] = JudgeConfigError
     given: frozenset[str] = dataclasses.field(default=frozenset(), repr=False, compare=False)
 
     @classmethod
@@ -41,15 +60,27 @@ class JudgeOptions:
         known = cls.names()
         unknown = sorted(set(options) - set(known))
         if unknown:
-            raise JudgeConfigError(f"{who}: unknown options {unknown}; known options: "
-                                   f"{', '.join(known) or 'none'}")
+            raise cls.error(f"{who}: unknown options {unknown}; known options: "
+                            f"{', '.join(known) or 'none'}")
         hints = typing.get_type_hints(cls)
-        values = {name: _convert(value, hints[name], name, who) for name, value in options.items()}
+        values = {name: _convert(value, hints[name], name, who, cls.error)
+                  for name, value in options.items()}
         return cls(given=frozenset(options), **values)
+
+    @classmethod
+    def typed(cls, options: Mapping[str, Any], who: str) -> dict[str, Any]:
+        """`options` checked and converted, as keyword values (only those given)."""
+        parsed = cls.parse(options, who)
+        return {name: getattr(parsed, name) for name in options}
 
     def chosen(self, name: str, default: Any) -> Any:
         """The option's value when it was given, else `default`."""
         return getattr(self, name) if name in self.given else default
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeOptions(TypedOptions):
+    """Base class of a backend's options (no options of its own)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,12 +125,13 @@ class HttpJudgeOptions(RetryOptions):
         return self.chosen("price_per_million_input", default)
 
 
-def _convert(value: Any, kind: Any, name: str, who: str) -> Any:
+def _convert(value: Any, kind: Any, name: str, who: str,
+             error: type[DecisionRAGError] = JudgeConfigError) -> Any:
     allowed = _members(kind)
     if value is None or (isinstance(value, str) and value.strip() in _NONE and type(None) in allowed):
         if type(None) in allowed or Any in allowed:
             return None
-        raise JudgeConfigError(f"{who}: option {name} needs a value")
+        raise error(f"{who}: option {name} needs a value")
     if Any in allowed or any(_is_instance(value, t) for t in allowed):
         return value
     for target in allowed:
@@ -107,7 +139,7 @@ def _convert(value: Any, kind: Any, name: str, who: str) -> Any:
         if converted is not _FAIL:
             return converted
     expected = " or ".join(getattr(t, "__name__", str(t)) for t in allowed if t is not type(None))
-    raise JudgeConfigError(f"{who}: option {name}={value!r} is not a valid {expected}")
+    raise error(f"{who}: option {name}={value!r} is not a valid {expected}")
 
 
 _FAIL = object()

@@ -3,6 +3,7 @@ looked up among the registered records (`decisionrag._judges._backends`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,33 @@ def parse_options(text: str) -> dict[str, str]:
     from ._testing import parse_id_options
 
     return parse_id_options(text)
+
+
+def judge_options(judge_id: str, options: Mapping[str, Any], flag: str = "--judge-option"
+                  ) -> dict[str, Any]:
+    """`options` for the judge `judge_id` names, checked against its backend's typed options
+    and converted (``"4"`` -> 4, ``"false"`` -> False) as `load_judge` would, before anything
+    is loaded: `JudgeConfigError` naming `flag`, the key and the known options. A backend
+    without an options class gets the values as given (its factory checks them when loading).
+    ``judgment_cache`` is every judge's (a folder: see `load_judge`)."""
+    parsed = parse_judge_id(judge_id)
+    record = find_backend(parsed.backend)
+    assert record is not None  # parse_judge_id checked it
+    given = dict(options)
+    cache = {"judgment_cache": given.pop("judgment_cache")} if "judgment_cache" in given else {}
+    kind = record.options_class()
+    if kind is None or not given:
+        return {**given, **cache}
+    known = kind.names()
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise JudgeConfigError(
+            f"{flag} {unknown[0]}=...: the {parsed.backend} judge has no option {unknown[0]!r}; "
+            f"its options: {', '.join([*known, 'judgment_cache'])}")
+    try:
+        return {**kind.typed(given, judge_id), **cache}
+    except JudgeConfigError as exc:
+        raise JudgeConfigError(f"{flag}: {exc}") from exc
 
 
 def load_judge(judge_id: str | Any = "embedded", **options: Any) -> Judge:

@@ -45,7 +45,7 @@ async def choose(levels: LevelEngine, ranked: list[Scored], settings: ChoiceSett
     stage = levels.new_stage(Stage.CHOICE.value, [e.key for e in entries])
     stage.nodes = [s.node for s in in_reading_order]
     request = choice_request(levels.query_text, entries, levels.task, levels.statistics,
-                             levels.search_text)
+                             levels.search_text, rendered=levels.renders_context())
     result = await levels.send_choice(stage, request)
     if result is None:  # degraded: the binary order stands
         close_stage(levels, stage, shortlist, [])

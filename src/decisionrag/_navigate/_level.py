@@ -79,18 +79,22 @@ class LevelEngine:
         """Split `entries` into requests within the caps, send them all at once (`read_ahead`
         uses the wait for them); their P(yes), in the order of `entries`."""
         limits = self.judge.limits
+        max_tokens = _smallest(settings.max_tokens_per_request, limits.max_tokens)
+        rendered = self.renders_context()
         chunks = pack(
             entries,
             self.count_tokens,
-            overhead=self.judge.count_tokens(PREAMBLE + self.query_text) + LIST_TOKENS,
+            overhead=(self.judge.count_tokens(PREAMBLE + self.query_text) + LIST_TOKENS
+                      if max_tokens is not None else 0),  # only a token cap reads it
             max_candidates=_smallest(settings.max_candidates_per_request, limits.max_questions),
-            max_tokens=_smallest(settings.max_tokens_per_request, limits.max_tokens),
+            max_tokens=max_tokens,
             keep_siblings=settings.keep_siblings,
         )
         requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form,
-                                   self.statistics, self.search_text)
+                                   self.statistics, self.search_text, rendered=rendered)
                     for chunk in chunks]
-        self.check_budget(stage, sum(map(self.request_tokens, requests)))
+        if self.max_input_tokens is not None:
+            self.check_budget(stage, sum(map(self.request_tokens, requests)))
         cut = [e for e in entries if e.truncated_from is not None]
         if cut:
             stage.notes.append(
@@ -136,6 +140,13 @@ class LevelEngine:
             raise in_stage(error, stage, f"a request of {of} failed") from None
         stage.unjudged += n
         stage.errors.append(str(error))
+
+    def renders_context(self) -> bool:
+        """Whether requests carry their rendered shared context: the judge reads it, or the
+        query's token budget is counted on it. A judge that scores candidates from their own
+        texts, vectors and statistics (`Reads.context` False) otherwise gets requests with an
+        empty context: the rendering would be built for no reader."""
+        return self.judge.reads.context or self.max_input_tokens is not None
 
     def request_tokens(self, request: BinaryRequest | ChoiceRequest) -> int:
         """What `request` will cost in input tokens, as the judge counts them."""

@@ -312,9 +312,13 @@ def binary_request(
     form: QuestionForm = "paper",
     statistics: Any = None,
     search: str = "",
+    *,
+    rendered: bool = True,
 ) -> BinaryRequest:
+    """The binary request over `entries`; without `rendered`, its context is left empty (a
+    judge that reads no context, and no token budget counting it: `LevelEngine`)."""
     return BinaryRequest(
-        context=render_context(query_text, entries, kind, task, notepad, form),
+        context=render_context(query_text, entries, kind, task, notepad, form) if rendered else "",
         questions=questions(kind, task, len(entries), form),
         query=query_text,
         search=search,
@@ -324,11 +328,13 @@ def binary_request(
 
 
 def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording,
-                   statistics: Any = None, search: str = "") -> ChoiceRequest:
-    """The final choice: the shortlist only, in reading order, formatted as in binary scoring."""
+                   statistics: Any = None, search: str = "", *,
+                   rendered: bool = True) -> ChoiceRequest:
+    """The final choice: the shortlist only, in reading order, formatted as in binary scoring
+    (its context left empty without `rendered`, as `binary_request`'s)."""
     name = label("passage", task)
     return ChoiceRequest(
-        context=render_context(query_text, entries, "passage", task),
+        context=render_context(query_text, entries, "passage", task) if rendered else "",
         question=_CHOICE_QUESTIONS[task],
         options=numbered(f"[{name} {{n}}]", len(entries)),  # labels no cleaned text contains
         query=query_text,
@@ -359,7 +365,8 @@ def pack(
     many requests of about equal size (79 candidates at a cap of 50 become 40 + 39, not
     50 + 29), so that no request is the slow one.
     """
-    costs = _Costs(entries, cost)
+    # without a token cap only counts cut a level: its token costs would be read by nothing
+    costs = _Costs(entries, cost) if max_tokens is not None else _Costs.uncounted(entries)
     blocks = _blocks(entries, keep_siblings)
     greedy = costs.cut(blocks, overhead, max_candidates, max_tokens)
     n = len(greedy) - 1
@@ -407,6 +414,17 @@ class _Costs:
             previous = block
             start += len(list(run))
         self.steps = [0, *itertools.accumulate(map(operator.add, self.line, self.follow))]
+
+    @classmethod
+    def uncounted(cls, entries: Sequence[Entry]) -> _Costs:
+        """Costs of zero tokens everywhere: what `cut` reads when there is no token cap (the
+        boundaries then depend on candidate counts alone)."""
+        costs = cls.__new__(cls)
+        n = len(entries)
+        costs.line, costs.follow, costs.steps = [0] * n, [0] * n, [0] * (n + 1)
+        costs.blocks = [()] * n
+        costs.headers = {(): 0}
+        return costs
 
     def opening(self, i: int) -> int:
         return self.headers[self.blocks[i]]

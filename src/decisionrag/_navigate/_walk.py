@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from .._errors import NavigationError
 from .._judges import Judge
-from .._query import Query
+from .._query import Query, shared_work
 from .._tree import Node, NodeKind
 from ._choice import choose
 from ._config import ONE_REQUEST, Preset
@@ -96,21 +96,26 @@ class Walk:
 
     # -- the two entry points -----------------------------------------------------------
 
+    # Both run inside one `shared_work()`: what the walk's parts would each compute (the
+    # query's embedding, for the judge and the hybrid retriever) is computed once.
+
     async def retrieve(self) -> Result:
         start = time.perf_counter()
-        documents = await self.route()
-        kept_pages = await self.judge_pages(self.with_notepad_pages(documents))
-        kept_pages = await self.recover(kept_pages)
-        passages = await self.expand(kept_pages)
-        ranked = await self.judge_passages(self.with_extra_passages(passages))
-        return await self.finish(ranked, start)
+        with shared_work():
+            documents = await self.route()
+            kept_pages = await self.judge_pages(self.with_notepad_pages(documents))
+            kept_pages = await self.recover(kept_pages)
+            passages = await self.expand(kept_pages)
+            ranked = await self.judge_passages(self.with_extra_passages(passages))
+            return await self.finish(ranked, start)
 
     async def rerank(self, passages: list[Node]) -> Result:
         start = time.perf_counter()
-        passages = self.admit(passages, Stage.PASSAGE.value)
-        passages.sort(key=self.view.reading_key)
-        ranked = await self.judge_passages(passages)
-        return await self.finish(ranked, start)
+        with shared_work():
+            passages = self.admit(passages, Stage.PASSAGE.value)
+            passages.sort(key=self.view.reading_key)
+            ranked = await self.judge_passages(passages)
+            return await self.finish(ranked, start)
 
     async def finish(self, ranked: list[Scored], start: float) -> Result:
         copies: dict[str, list[Node]] = {}

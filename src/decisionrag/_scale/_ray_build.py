@@ -247,7 +247,8 @@ def build_on_ray(
             cluster_options["use_cache"] = False
         report = build_tree(sources, out, format=format, cluster=cluster,
                             cluster_model=cluster_model, cluster_options=cluster_options,
-                            progress=progress, reader=_ray_reader, force=force)
+                            progress=progress, reader=_ray_reader, force=force,
+                            vectors=False)  # embedded on Ray below, not locally
         if vectors:
             _store_vectors_on_ray(report, options, vectors is True, vectors_model,
                                   vectors_precision, encode)

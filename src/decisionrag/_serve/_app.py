@@ -106,7 +106,8 @@ def create_app(
     service = build_service(settings, judge)
     metrics, registry, gated = service.metrics, service.registry, service.judge
     limiter = KeyLimiter(limits, service.conversations.shared)  # per key, shared through Redis
-    generator = load_generator(settings.generator, base_url=settings.generator_base_url) \
+    generator = load_generator(settings.generator, base_url=settings.generator_base_url,
+                               **settings.generator_options) \
         if settings.generator else None
 
     @asynccontextmanager
@@ -178,10 +179,10 @@ def create_app(
 
     for path in ("/v1/rerank", "/v2/rerank"):
         app.post(path, response_model=RerankResponse, tags=["rerank"],
-                 responses=_errors(401, 413, 422, 429, 502, 503, 504))(cohere_rerank)
+                 responses=_errors(401, 403, 404, 413, 422, 429, 502, 503, 504))(cohere_rerank)
 
     @app.post("/rerank", response_model=list[TeiRerankResult], tags=["rerank"],
-              responses=_errors(401, 413, 422, 429, 502, 503, 504))
+              responses=_errors(401, 403, 404, 413, 422, 429, 502, 503, 504))
     async def tei_rerank(body: RerankRequest, who: Principal = caller) -> list[TeiRerankResult]:
         """Hugging Face TEI's rerank: a list of {index, score}, best first."""
         async with limiter.judged(who) as meter:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._query import VISIBLE
 from ._settings import ServeLimits
@@ -115,19 +115,19 @@ class RetrieveResponse(BaseModel):
     request_id: str
 
 
-class RerankDocument(BaseModel):
-    """A document to rerank: its `text` (Cohere's shape), or, with the request's `tree`,
-    the `id` of one of that tree's passages."""
+class RerankText(BaseModel):
+    """A document to rerank given by its `text` (Cohere's shape)."""
 
     model_config = STRICT
-    text: str | None = None
-    id: str | None = None
+    text: str
 
-    @model_validator(mode="after")
-    def _one_of(self) -> RerankDocument:
-        if (self.text is None) == (self.id is None):
-            raise ValueError("a document gives either 'text' or a passage 'id'")
-        return self
+
+class RerankPassage(BaseModel):
+    """A document to rerank given, with the request's `tree`, as the `id` of one of that
+    tree's passages."""
+
+    model_config = STRICT
+    id: str
 
 
 class RerankRequest(BaseModel):
@@ -138,7 +138,7 @@ class RerankRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")  # other clients' optional knobs (truncate, model …)
     query: str = Field(pattern=VISIBLE)
     tree: str | None = None
-    documents: list[str | RerankDocument] | None = None
+    documents: list[str | RerankText | RerankPassage] | None = None
     texts: list[str] | None = None
     top_n: int | None = Field(None, ge=1)
     return_documents: bool = False
@@ -343,7 +343,7 @@ def apply_limits(
                 for item in option.get("items", {}).get("anyOf", [option.get("items", {})]):
                     if item.get("type") == "string":
                         item["maxLength"] = limits.max_document_chars
-    bounded_string(prop("RerankDocument", "text"), limits.max_document_chars)
+    bounded_string(prop("RerankText", "text"), limits.max_document_chars)
     return document
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._answer import strip_citations
-from .._app import metadata_keys, rerank_texts
+from .._app import metadata_keys, open_judge, rerank_texts
 from .._errors import (
     DecisionRAGError,
     InputError,
@@ -24,10 +24,10 @@ from .._errors import (
     JudgeUnavailable,
     NavigationError,
 )
-from .._judges import Judge, Usage, load_judge
+from .._judges import Judge, Usage
 from .._navigate import PRESET_NAMES, Hit, Navigator, Result
 from .._query import Query, Turn
-from .._tree import Node, NodeKind
+from .._tree import Node, NodeKind, Tree
 from .._walkpage import walk_stages
 from ._auth import Principal
 from ._conversations import ConversationKey, ConversationState, ConversationStore, open_conversations
@@ -40,6 +40,7 @@ from ._schemas import (
     NodeRef,
     NodeResponse,
     RerankRequest,
+    RerankText,
     RetrieveRequest,
     RetrieveResponse,
     StageOut,
@@ -246,22 +247,28 @@ class Service:
         The documents are judged as a walk's passage stage judges its candidates, then
         reordered by its choice step (`decisionrag._app.rerank_texts`). With `tree` (a tree
         this key may read), that tree's word statistics are used, and documents given by
-        passage id are the tree's passages, reranked by the walk's own last stages
-        (`Navigator.arerank`: stored vectors, the page and headings above each)."""
+        passage id are the tree's passages (of the server's default tree when `tree` is not
+        given; an unknown id is a 404), reranked by the walk's own last stages
+        (`Navigator.arerank`: stored vectors, the page and headings above each) when all
+        are ids, read as their text beside the others when ids and texts are mixed."""
         items = self._rerank_items(body)
         check_timeout(body.timeout, self.limits)
-        if body.tree is not None:
-            principal.check(body.tree)
+        tree = body.tree
+        if tree is None and any(passage is not None for _, passage in items):
+            tree = self.registry.default
+        if tree is not None:
+            principal.check(tree)
         self.gate.admit()
         query = Query(body.query)
-        if body.tree is None:
+        if tree is None:
             texts = [text for text, _ in items]
             ranked, usage, _ = await self._deadline(rerank_texts(self.judge, query, texts),
                                                     body.timeout)
             order = [(r.index, r.binary) for r in ranked]
         else:
-            with self.registry.lease(body.tree) as served:
+            with self.registry.lease(tree) as served:
                 navigator = self._navigator(served.navigator, None)
+                _check_passages(served.tree, items, "documents" if body.documents else "texts")
                 order, usage, texts = await self._deadline(
                     _rerank_on_tree(navigator, query, items), body.timeout)
         return order[: body.top_n or len(order)], usage.to_dict(), texts
@@ -278,15 +285,14 @@ class Service:
         field = "documents" if body.documents is not None else "texts"
         given = body.documents if body.documents is not None else body.texts
         assert given is not None
-        items = [(item, None) if isinstance(item, str) else (item.text or "", item.id)
+        items: list[tuple[str, str | None]] = [
+                 (item, None) if isinstance(item, str) else
+                 (item.text, None) if isinstance(item, RerankText) else ("", item.id)
                  for item in given]
         if not items:
             raise invalid(field, "is empty")
         if len(items) > limits.max_documents:
             raise invalid(field, f"{len(items):,} documents; at most {limits.max_documents:,}")
-        by_id = [passage is not None for _, passage in items]
-        if any(by_id) and (not all(by_id) or body.tree is None):
-            raise invalid(field, "documents given by passage 'id' must all be, and need 'tree'")
         for index, (text, passage) in enumerate(items):
             if passage is None and len(text) > limits.max_document_chars:
                 raise invalid(f"{field}[{index}]", f"{len(text):,} characters; at most "
@@ -359,7 +365,8 @@ def build_service(settings: ServeSettings, judge: Judge | None = None) -> Servic
     metrics = Metrics()
     limits = settings.limits
     gate = JudgeGate(limits.max_judge_requests, limits.max_judge_queue, metrics)
-    gated = GatedJudge(judge if judge is not None else load_judge(settings.judge), gate, metrics)
+    loaded = judge if judge is not None else open_judge(settings.judge, settings.judge_options)
+    gated = GatedJudge(loaded, gate, metrics)
     registry = TreeRegistry(settings.trees, gated, settings.preset, metrics,
                             reload_seconds=settings.reload_seconds, warm=settings.warm)
     conversations = open_conversations(limits.max_conversations, limits.conversation_ttl,
@@ -399,6 +406,13 @@ def service_error(exc: DecisionRAGError) -> ServeError:
     return ServeError(500, "internal_error", str(exc))
 
 
+def _check_passages(tree: Tree, items: list[tuple[str, str | None]], field: str) -> None:
+    for index, (_, passage) in enumerate(items):
+        if passage is not None and not tree.has_passage(passage):
+            raise ServeError(404, "not_found", f"no passage {passage!r} in this tree",
+                             field=f"{field}[{index}].id")
+
+
 async def _rerank_on_tree(navigator: Navigator, query: Query, items: list[tuple[str, str | None]]
                           ) -> tuple[list[tuple[int, float]], Usage, list[str]]:
     """Rerank on a served tree: passages by id through the walk's last stages (each hit's
@@ -414,7 +428,8 @@ async def _rerank_on_tree(navigator: Navigator, query: Query, items: list[tuple[
                  for key in (hit.node.key, *(place.key for place in hit.also_at))]
         texts = [navigator.view.passage(str(p)).text for p in ids]
         return order, result.usage, texts
-    texts = [text for text, _ in items]
+    texts = [text if passage is None else navigator.view.passage(passage).text
+             for text, passage in items]
     ranked, usage, _ = await rerank_texts(navigator.judge, query, texts,
                                           statistics=navigator.view.lexicon)
     return [(r.index, r.binary) for r in ranked], usage, texts

