@@ -33,7 +33,9 @@ def llm2jev_url(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> 
     texts = [json.loads(line)["text"] for line in corpus.open(encoding="utf-8")]
     model = build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-lm") / "model", texts)
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # one torch thread: on a busy machine torch's default threads spin against each other and a
+    # forward pass of the tiny model took 5x longer (measured with transformers serve, issue 25)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     log_path = model.parent / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
