@@ -154,21 +154,6 @@ def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int
 # -- vector reads batched per level -------------------------------------------------------
 
 
-def _reference_own_and_best(rows: Any, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
-    """The per-candidate computation as it was before batching: the oracle."""
-    block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
-    sims = block @ q
-    present = np.any(block != 0, axis=1)
-    parts = sims[1:][present[1:]]
-    if present[0]:
-        own = float(sims[0])
-    elif parts.size:
-        own = float(parts.mean())
-    else:
-        own = 0.0
-    return own, float(parts.max()) if parts.size else own
-
-
 @pytest.mark.parametrize("held", [True, False])
 @pytest.mark.parametrize("read_parts", [True, False])
 def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
@@ -196,7 +181,8 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
     _embedded._fill_own_and_best(own, best, candidates, q, read_parts)
     for i, rows_i in enumerate(candidates):
-        expected = (0.0, 0.0) if rows_i is None else _reference_own_and_best(rows_i, q, read_parts)
+        # the oracle: the per-candidate computation, unchanged, that hand-made arrays still take
+        expected = (0.0, 0.0) if rows_i is None else _embedded._own_and_best(rows_i, q, read_parts)
         assert (own[i], best[i]) == expected, i
     stored.close()
 
