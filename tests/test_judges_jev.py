@@ -357,3 +357,29 @@ def test_conformance_suite_passes_on_the_clean_mock(clean: Mock) -> None:
                          timeout=120)
     assert run.returncode == 0, run.stdout[-2000:]
     assert "conformant to spec" in run.stdout
+
+
+async def test_a_server_that_reads_fewer_options_is_asked_again_within_its_limit() -> None:
+    """A choice over more options than the server reads: its refusal names the limit, the
+    judge keeps it, and the choice step asks again over a shortlist of that size (noted in
+    the trace); the next query starts within the limit."""
+    from decisionrag._navigate._rerank import rerank_texts
+
+    mock = start_mock("--fault", "cap-64")
+    judge = jev_compatible(mock.url)
+    texts = [f"passage number {i} about renewing a passport" for i in range(100)]
+    try:
+        ranked, _usage, trace = await rerank_texts(judge, "how do I renew a passport?", texts,
+                                                   choice_top=100)
+        assert judge.limits.max_options == 64
+        assert len(ranked) == 100
+        assert sum(r.choice is not None for r in ranked) == 64
+        notes = [note for stage in trace.stages for note in stage.notes]
+        assert any("at most 64 options" in note and "cut from 100" in note for note in notes), notes
+        again, _usage, trace = await rerank_texts(judge, "how do I renew a passport?", texts,
+                                                  choice_top=100)
+        assert sum(r.choice is not None for r in again) == 64
+        assert not any("cut from" in note for stage in trace.stages for note in stage.notes)
+    finally:
+        await judge.aclose()
+        stop_mock(mock)

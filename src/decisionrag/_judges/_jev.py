@@ -37,8 +37,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from .._errors import (
@@ -73,6 +74,10 @@ from ._http import (
 )
 from ._options import HttpJudgeOptions
 from ._pacing import Pacer
+
+# how servers word a refused option count: `transformers serve` ("reads at most 26 options for a
+# choice question"), a pydantic-validated server ("should have at most 64 items")
+_OPTION_LIMIT = re.compile(r"at most (\d+) (?:options|items)")
 
 SYSTEM_ONE_PATH = "/v1/systemone"
 JEV_PRICE_PER_MILLION_INPUT = 0.042  # USD, Jev's public price; output is free
@@ -155,7 +160,11 @@ class JevJudge(Judge):
         criteria: dict[str, None] = dict.fromkeys(options)
         asked = {CHOICE_ID: {"type": "choice", "instructions": request.question,
                              "criteria": criteria}}
-        payload, usage = await self._ask(request.context, asked)
+        try:
+            payload, usage = await self._ask(request.context, asked)
+        except JudgeRequestError as exc:
+            self._learn_option_limit(exc, len(options))
+            raise
         answer = read_answers(payload, asked, self.name)[CHOICE_ID]
         return ChoiceResult(choice_values(answer, options, self.name), usage)
 
@@ -170,6 +179,14 @@ class JevJudge(Judge):
         reported = payload.get("usage") if isinstance(payload, dict) else None
         usage = make_usage(reported, estimate, seconds, self.price_per_million_input, self.name)
         return payload, usage
+
+    def _learn_option_limit(self, refusal: JudgeRequestError, sent: int) -> None:
+        """A server that reads fewer options than it was sent and says how many (`transformers
+        serve`: "reads at most 26 options for a choice question") sets `limits.max_options`, so
+        the choice step can ask again with a shortlist it takes, and later queries start there."""
+        found = _OPTION_LIMIT.search(str(refusal))
+        if found and 2 <= int(found.group(1)) < sent:
+            self.limits = replace(self.limits, max_options=int(found.group(1)))
 
     def _slow_hint(self) -> str:
         paced = (f"calls paced to {self.pacer.seconds:g} s each" if self.pacer is not None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import JudgeRequestError
 from .._tree import Node
 from ._config import ChoiceSettings
 from ._level import LevelEngine
@@ -46,7 +47,16 @@ async def choose(levels: LevelEngine, ranked: list[Scored], settings: ChoiceSett
     stage.nodes = [s.node for s in in_reading_order]
     request = choice_request(levels.query_text, entries, levels.task, levels.statistics,
                              levels.search_text, rendered=levels.renders_context())
-    result = await levels.send_choice(stage, request)
+    try:
+        result = await levels.send_choice(stage, request)
+    except JudgeRequestError:
+        if levels.judge.limits.max_options >= m:
+            raise
+        # the server refused this many options and the judge learned its limit: again, shorter
+        note(f"{levels.judge.name} takes at most {levels.judge.limits.max_options} options a "
+             f"choice: the shortlist cut from {m}")
+        return await choose(levels, ranked, settings, entry_of=entry_of, reading_key=reading_key,
+                            one_context=one_context, note=note)
     if result is None:  # degraded: the binary order stands
         close_stage(levels, stage, shortlist, [])
         return {}
