@@ -74,8 +74,8 @@ async def main() -> None:
         times["decisionrag"].append((wall, cpu))
         wall, cpu, _ = await timed(dense, query)
         times["dense"].append((wall, cpu))
-        result = await navigator.aretrieve(query.to_query(), k=10) if args.profile else None
-        for stage in result.trace.stages if result is not None else ():
+        result = await navigator.aretrieve(query.to_query(), k=10)
+        for stage in result.trace.stages:
             judge_wait[stage.name] += stage.seconds
             local[stage.name] += stage.local_seconds
     n = len(queries) - args.warm_up
@@ -86,11 +86,11 @@ async def main() -> None:
               f"{medians[name][1] * 1000:8.1f} ms   ({n} queries)")
     print(f"ratio decisionrag / dense: wall {medians['decisionrag'][0] / medians['dense'][0]:.2f}, "
           f"cpu {medians['decisionrag'][1] / medians['dense'][1]:.2f}")
+    print("\nper stage (mean per query, wall, a second walk of each query, traced):")
+    for name in judge_wait:
+        print(f"  {name:14s} judge {judge_wait[name] / n * 1000:7.1f} ms   "
+              f"local {local[name] / n * 1000:7.1f} ms")
     if profile is not None:
-        print("\nper stage (mean per query, a second walk of each query, traced):")
-        for name in judge_wait:
-            print(f"  {name:14s} judge {judge_wait[name] / n * 1000:7.1f} ms   "
-                  f"local {local[name] / n * 1000:7.1f} ms")
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(20)
         print(out.getvalue())

@@ -187,6 +187,93 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     stored.close()
 
 
+def test_a_level_computed_in_one_call_gives_each_request_its_own_answers_bit_for_bit(
+        tmp_path: Path, numpy_encoder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`EmbeddedJudge.binary_many` (a level's requests at once) against one `binary` per
+    request: the same P(yes) bit for bit, for requests with stored rows (some past the part-row
+    budget), texts to embed, a request without questions, and a malformed one (its own error)."""
+    from decisionrag._judges import BinaryRequest, Candidate, _embedded
+    from decisionrag._sync import run_sync
+    from decisionrag._tree import _vectors
+    from decisionrag._words import Lexicon
+
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((2000, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(2000) < 0.1] = 0.0
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    monkeypatch.setattr(_embedded, "PART_ROW_BUDGET", 40)  # some requests read own rows only
+    words = _VOCABULARY
+    texts = [" ".join(random.Random(i).choices(words, k=12)) for i in range(400)]
+    lexicon = Lexicon.count(texts)
+
+    def request(at: int, n: int, *, vectors: bool = True, query: str = "renew passport fee") -> Any:
+        candidates = tuple(
+            Candidate(f"c{at + i}", texts[(at + i) % len(texts)],
+                      stored.lazy_rows(at + 3 * i, at + 3 * i + 1 + (i % 7)) if vectors else None)
+            for i in range(n))
+        return BinaryRequest("", tuple(f"q{i}" for i in range(n)), query, candidates,
+                             statistics=lexicon, search=query)
+
+    requests = [request(10 * k, 3 + k % 9) for k in range(40)]
+    requests += [request(5, 4, vectors=False), BinaryRequest("", ()),
+                 request(7, 3, query="visa abroad"), request(900, 30)]
+    malformed = BinaryRequest("", ("q0",), "x", (), statistics=lexicon)  # no candidate texts
+    requests.append(malformed)
+    judge = _embedded.EmbeddedJudge(numpy_encoder)
+
+    async def one_by_one() -> list[Any]:
+        return [await _result_or_error(judge.binary(r)) for r in requests]
+
+    together = run_sync(judge.binary_many(requests))
+    separate = run_sync(one_by_one())
+    assert len(together) == len(separate) == len(requests)
+    for a, b in zip(together, separate, strict=True):
+        if isinstance(b, BaseException):
+            assert type(a) is type(b) and str(a) == str(b)
+        else:
+            assert a.probabilities == b.probabilities
+            assert a.usage.input_tokens == b.usage.input_tokens
+    assert isinstance(together[-1], Exception)
+    stored.close()
+
+
+async def _result_or_error(pending: Any) -> Any:
+    try:
+        return await pending
+    except Exception as exc:
+        return exc
+
+
+def test_a_walk_asks_a_batching_judge_once_a_level_with_the_same_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The level engine hands a judge that `batches` all of a level's requests in one call;
+    the walk's hits are those of one call per request."""
+    tree = pets_tree(tmp_path / "pets.tree")
+    settings = preset(groups=(StageSettings(top_k=2, max_candidates_per_request=1),),
+                      documents=StageSettings(top_k=2, max_candidates_per_request=1))
+
+    class Batching(ScriptedJudge):
+        batches = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.batched: list[int] = []
+
+        async def binary_many(self, requests: Sequence[Any]) -> list[Any]:
+            self.batched.append(len(requests))
+            return await super().binary_many(requests)
+
+    batching, plain = Batching(), ScriptedJudge()
+    together = Navigator(tree, batching, settings).retrieve("cat food", k=5)
+    separate = Navigator(tree, plain, settings).retrieve("cat food", k=5)
+    assert [(h.node.key, h.score) for h in together.hits] == [
+        (h.node.key, h.score) for h in separate.hits]
+    assert batching.batched and max(batching.batched) > 1
+
+
 # -- word statistics: cached term counts, scores a query term at a time ---------------------
 
 _VOCABULARY = ["renew", "renewing", "renewed", "passport", "passports", "abroad", "apply",

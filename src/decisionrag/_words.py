@@ -33,8 +33,10 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ied", "edly", "ed", "es", "ly", "s")
 K1, B = 1.2, 0.75
 TERM_COUNTS_CACHED = 65_536  # texts whose term counts are kept (candidate texts recur per query)
+STEMS_CACHED = 262_144  # words whose stems are kept (a corpus's words recur: Zipf)
 
 
+@functools.lru_cache(maxsize=STEMS_CACHED)
 def stem(word: str) -> str:
     """Strip one common English suffix, keeping a stem of at least three letters."""
     if len(word) <= 4 or word.isdigit():

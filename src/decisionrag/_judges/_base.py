@@ -22,6 +22,7 @@ forwards the declaration with the name, limits and price, so no wrapper can drop
 
 from __future__ import annotations
 
+import asyncio
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -241,6 +242,7 @@ class Judge(ABC):
     limits: Limits = Limits()
     price_per_million_input: float | None = None
     reads: Reads = Reads()
+    batches: bool = False  # `binary_many` computes a level's requests together
 
     @abstractmethod
     async def binary(self, request: BinaryRequest) -> BinaryResult:
@@ -249,6 +251,14 @@ class Judge(ABC):
     @abstractmethod
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         """A distribution over the options of `request` that sums to one."""
+
+    async def binary_many(self, requests: Sequence[BinaryRequest]
+                          ) -> list[BinaryResult | BaseException]:
+        """`binary` of every request (a result, or the error it ended in, per request, in
+        order). A judge that computes several requests more cheaply at once overrides this
+        and sets `batches` True: a walk then hands it a level's requests in one call."""
+        return list(await asyncio.gather(*(self.binary(r) for r in requests),
+                                         return_exceptions=True))
 
     def count_tokens(self, text: str) -> int:
         """Tokens `text` will cost in a request (an estimate unless the judge knows better)."""

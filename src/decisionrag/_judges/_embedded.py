@@ -36,6 +36,7 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
+import itertools
 import os
 import threading
 import time
@@ -169,6 +170,8 @@ class VectorCache:
 class EmbeddedJudge(Judge):
     """Decisions from stored vectors, words and the query's embedding, calibrated in view of
     the request."""
+
+    batches = True  # a level's requests are computed together (`binary_many`)
 
     def __init__(self, encoder: Any, *, lru_size: int = DEFAULT_LRU_SIZE,
                  calibration: Calibration | None = None, name: str = "embedded",
@@ -304,6 +307,68 @@ class EmbeddedJudge(Judge):
         if not request.questions:
             return BinaryResult([], Usage())
         return await self._on_worker(self._binary, request)
+
+    async def binary_many(self, requests: Sequence[BinaryRequest]
+                          ) -> list[BinaryResult | BaseException]:
+        """Every request's `binary`, computed in one go on the judge's thread: each candidate's
+        evidence (own, best part, lexical) does not depend on the request it is in, so a
+        level's candidates are read and scored together (one gather and product per block
+        length, one lexical pass), then each request's P(yes) is formed from its own slice.
+        The same values as one `binary` per request, bit for bit."""
+        return list(await self._on_worker(self._binary_many, list(requests)))
+
+    def _binary_many(self, requests: list[BinaryRequest]) -> list[BinaryResult | BaseException]:
+        start = time.perf_counter()
+        results: list[BinaryResult | BaseException | None] = [None] * len(requests)
+        together: dict[tuple[str, int], list[int]] = {}
+        for index, request in enumerate(requests):
+            try:
+                if not request.questions:
+                    results[index] = BinaryResult([], Usage())
+                elif any(c.vectors is None for c in request.candidates):
+                    results[index] = self._binary(request)  # texts to embed: one by one
+                else:
+                    query = self._query(request, len(request.questions))
+                    together.setdefault((query, id(request.statistics)), []).append(index)
+            except Exception as exc:  # reported per request, as gather would report it
+                results[index] = exc
+        for (query, _), members in together.items():
+            try:
+                scored = self._scores_of_many(query, [requests[i] for i in members])
+            except Exception as exc:
+                for i in members:
+                    results[i] = exc
+                continue
+            share = (time.perf_counter() - start) / len(members)
+            for i, scores in zip(members, scored, strict=True):
+                p_yes = self.calibration.p_yes(scores)
+                usage = self._usage(query, requests[i].candidates, time.perf_counter() - share)
+                results[i] = BinaryResult(
+                    check_binary(p_yes.tolist(), len(requests[i].questions), self.name), usage)
+        return [r if r is not None else JudgeRequestError(f"{self.name}: not computed")
+                for r in results]
+
+    def _scores_of_many(self, query: str, requests: list[BinaryRequest]) -> list[np.ndarray]:
+        """`scores(query, request.candidates, ...)` of every request (all with stored vectors
+        and the same statistics), computed over their candidates together."""
+        candidates = [c for request in requests for c in request.candidates]
+        q = self.query_vector(query)
+        own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
+        read_parts = [sum(len(c.vectors or ()) - 1 for c in request.candidates) <= PART_ROW_BUDGET
+                      for request in requests]  # decided per request, as `evidence` does
+        owner = [r for r, request in enumerate(requests) for _ in request.candidates]
+        for reading in (True, False):
+            rows = [c.vectors if read_parts[owner[i]] is reading else None
+                    for i, c in enumerate(candidates)]
+            if any(row is not None for row in rows):
+                _fill_own_and_best(own, best, rows, q, reading)
+        lexical = np.zeros(len(candidates))
+        lexicon = _lexicon(requests[0])
+        if lexicon is not None and self.calibration.lexical_weight:
+            lexical = np.asarray(lexicon.scores(query, [c.text for c in candidates]))
+        scores = self.calibration.fuse(own, best, lexical)
+        bounds = np.cumsum([0] + [len(request.candidates) for request in requests])
+        return [scores[a:b] for a, b in itertools.pairwise(bounds.tolist())]
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         return await self._on_worker(self._choice, request)

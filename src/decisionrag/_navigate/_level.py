@@ -103,7 +103,7 @@ class LevelEngine:
                 f"{limits.max_tokens:,} per request)")
         stage.contexts += len(requests)
         start = self.sending(stage)
-        pending = asyncio.gather(*(self.send(request) for request in requests), return_exceptions=True)
+        pending = self.send_all(requests)
         if read_ahead is not None:
             try:
                 await read_ahead(pending)
@@ -193,6 +193,18 @@ class LevelEngine:
     async def send(self, request: BinaryRequest) -> BinaryResult:
         async with self._slots:
             return await self.judge.binary(request)
+
+    def send_all(self, requests: list[BinaryRequest]) -> asyncio.Future[list[Any]]:
+        """All of a level's requests at once, each answered by a result or its error: in one
+        call to a judge that computes them together (`Judge.batches`), else one call each
+        within the walk's concurrency."""
+        if self.judge.batches and len(requests) > 1:
+            return asyncio.ensure_future(self._send_batch(requests))
+        return asyncio.gather(*(self.send(request) for request in requests), return_exceptions=True)
+
+    async def _send_batch(self, requests: list[BinaryRequest]) -> list[Any]:
+        async with self._slots:
+            return list(await self.judge.binary_many(requests))
 
     def account(
         self, stage: StageTrace, usage: Usage, request: BinaryRequest | ChoiceRequest, start: float | None
