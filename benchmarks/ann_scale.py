@@ -132,14 +132,27 @@ def child_query(path: Path, n: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         hybrid.retrieve(text, 20)
         timings["hybrid"].append(time.perf_counter() - t0)
+    out["rss_after_searches"] = rss_parts()
+    for text in texts:
         t0 = time.perf_counter()
         navigator.retrieve(text, k=10)
         timings["walk"].append(time.perf_counter() - t0)
     for name, values in timings.items():
         out[name] = _p(values)
     out.update({"queries": len(texts), "rss_mb": current_rss_mb(), "peak_rss_mb": peak_rss_mb(),
-                "torch_loaded": "torch" in sys.modules})
+                "rss_after_walks": rss_parts(), "torch_loaded": "torch" in sys.modules})
     return out
+
+
+def rss_parts() -> dict[str, float]:
+    """The resident set split as the kernel counts it: anonymous memory (the process's own
+    objects) and file pages mapped from the indexes and the tree (shared, evictable)."""
+    parts = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            parts[name] = round(int(value.split()[0]) / 1024, 1)
+    return parts
 
 
 # -- recall on real vectors -------------------------------------------------------------------

@@ -49,8 +49,8 @@ VECTORS_VERSION = 1
 CHECKS_SUFFIX = ".checks.npy"  # beside a matrix: the text checksum of each row's passage
 STORED_DTYPE = np.float16
 SCAN_ROWS = 16_384  # rows read at once by `scan` (12 MB of 384-d float16)
-# A set up to this size is read once and held (as stored, float16) by the `NodeVectors`
-# that reads it for queries: a level's candidate rows are then gathered from memory in one
+# A set up to this size is read once and held (as float32 when that fits, else as stored) by
+# the `NodeVectors` that reads it for queries: a level's candidate rows are then gathered from memory in one
 # indexing operation (`blocks`) instead of one positioned read per candidate.
 HELD_BYTES = 64 * 1024 * 1024
 
@@ -344,15 +344,19 @@ class NodeVectors:
         first = np.asarray(starts, dtype=np.int64)
         held = self._held_matrix()
         if held is not None:
-            return held[first[:, None] + np.arange(length)].astype(np.float32)
+            return held[first[:, None] + np.arange(length)].astype(np.float32, copy=False)
         out = np.empty((len(first), length, self.dim), dtype=np.float32)
         for index, start in enumerate(first.tolist()):
             out[index] = self.rows(start, start + length)
         return out
 
     def _held_matrix(self) -> np.ndarray | None:
+        """The whole set in memory when it is small: as float32 (converted once, exactly)
+        when that fits `HELD_BYTES`, else as stored."""
         if self._held is None and self.header.rows * self._row_bytes <= HELD_BYTES:
-            self._held = self.rows(0, self.header.rows)
+            stored = self.rows(0, self.header.rows)
+            fits = stored.size * np.dtype(np.float32).itemsize <= HELD_BYTES
+            self._held = stored.astype(np.float32) if fits else stored
         return self._held
 
     def take(self, node_ids: Sequence[int] | np.ndarray) -> np.ndarray:
