@@ -76,6 +76,17 @@ def _qwen(vocab: int) -> transformers.PreTrainedModel:
     return transformers.Qwen3ForCausalLM(config)
 
 
+def _gemma3(vocab: int) -> transformers.PreTrainedModel:
+    """Gemma 3's layout: a sliding-window layer (a window shorter than the test's context)
+    and a full-attention one."""
+    config = transformers.Gemma3TextConfig(
+        vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention"],
+    )
+    return transformers.Gemma3ForCausalLM(config)
+
+
 def _save(tmp_path: Path, style: str) -> Path:
     torch.manual_seed(7)
     if style == "llama":
@@ -84,6 +95,9 @@ def _save(tmp_path: Path, style: str) -> Path:
     elif style == "llama-bos":
         tokenizer = _byte_level_tokenizer(bos=True)
         model = _llama(len(tokenizer))
+    elif style == "gemma3":
+        tokenizer = _byte_level_tokenizer(bos=True)
+        model = _gemma3(len(tokenizer))
     else:
         tokenizer = _byte_level_tokenizer()
         model = _qwen(len(tokenizer))
@@ -93,7 +107,7 @@ def _save(tmp_path: Path, style: str) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen", "llama-bos"])
+@pytest.fixture(scope="module", params=["llama", "qwen", "llama-bos", "gemma3"])
 def judge(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> LocalJudge:
     folder = _save(tmp_path_factory.mktemp("models"), request.param)
     loaded = load_judge(f"local:{folder}", device="cpu", max_batch_tokens=40)
@@ -152,7 +166,7 @@ def test_limits_and_answer_tokens(judge: LocalJudge) -> None:
     assert judge.yes_token != judge.no_token
     assert answer_token(judge.tokenizer, "Answer (Yes or No):", "Yes") == judge.yes_token
     starts_with_bos = judge.context_ids("x")[0] == judge.tokenizer.bos_token_id
-    assert starts_with_bos == judge.name.endswith("llama-bos")
+    assert starts_with_bos == judge.name.endswith(("llama-bos", "gemma3"))
 
 
 def test_too_long_context_is_a_clear_error(judge: LocalJudge) -> None:

@@ -157,6 +157,7 @@ class LocalJudge(Judge):
         self.yes_token, self.no_token = _binary_tokens(tokenizer)
         self.label_tokens = _label_tokens(tokenizer)
         self.max_positions = _max_positions(model.config)
+        self.sliding_window = _sliding_window(model.config)
         self.limits = Limits(max_questions=None, max_options=len(self.label_tokens),
                              max_tokens=self.max_positions)
         params = inspect.signature(model.forward).parameters
@@ -201,6 +202,15 @@ class LocalJudge(Judge):
             cache = self._encode_context(context)
             lengths = [len(q) for q in questions]
             parts = []
+            if self.sliding_window is not None and len(context) + max(lengths) > self.sliding_window:
+                # layers that see only a window of past tokens build their own masks: packed
+                # questions under a custom block mask would not fit them, so each question
+                # reads the shared context's cache alone
+                for number, question in enumerate(questions):
+                    last = number == len(questions) - 1
+                    alone = cache if cache is None or last else copy.deepcopy(cache)
+                    parts.append(self._read_alone(len(context), alone, question, targets))
+                return Readout(torch.cat(parts, dim=0), len(context) + sum(lengths))
             chunks = _chunks(lengths, self.max_batch_tokens)
             for number, chunk in enumerate(chunks):
                 # a forward pass appends to the cache: every chunk but the last gets a copy
@@ -268,6 +278,20 @@ class LocalJudge(Judge):
         logits = out.logits[0] if self._keeps_logits else out.logits[0, last.to(device)]
         return logits[:, list(targets)].float().cpu()
 
+    def _read_alone(self, offset: int, cache: Any, question: list[int],
+                    targets: Sequence[int]) -> Any:
+        """Target-token logits after one question read after the context's cache, with the
+        model's own masks (an ordinary incremental forward pass)."""
+        torch = _torch()
+        ids = torch.tensor([question], device=self.device)
+        positions = torch.arange(offset, offset + len(question))[None].to(self.device)
+        kwargs: dict[str, Any] = {self._cache_kwarg: cache} if cache is not None else {}
+        if self._keeps_logits:
+            kwargs["logits_to_keep"] = 1
+        out = self.model(input_ids=ids, position_ids=positions, use_cache=cache is not None,
+                         **kwargs)
+        return out.logits[0, -1:][:, list(targets)].float().cpu()
+
     # --- the contract -----------------------------------------------------------------------
 
     def _binary(self, request: BinaryRequest) -> BinaryResult:
@@ -318,6 +342,19 @@ def _bos_prefix(tokenizer: Any) -> list[int]:
         return []
     ids = tokenizer.encode("x", add_special_tokens=True)
     return [int(bos)] if ids and int(ids[0]) == int(bos) else []
+
+
+def _sliding_window(config: Any) -> int | None:
+    """The attention window of a model whose layers (some or all) see only the last N
+    tokens (Gemma 3, Mistral), else None."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    window = getattr(text, "sliding_window", None)
+    if not window or getattr(text, "use_sliding_window", True) is False:
+        return None
+    kinds = getattr(text, "layer_types", None)
+    if kinds is not None and "sliding_attention" not in kinds:
+        return None
+    return int(window)
 
 
 def _max_positions(config: Any) -> int | None:
