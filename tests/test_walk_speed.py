@@ -220,6 +220,10 @@ def test_a_level_computed_in_one_call_gives_each_request_its_own_answers_bit_for
     requests = [request(10 * k, 3 + k % 9) for k in range(40)]
     requests += [request(5, 4, vectors=False), BinaryRequest("", ()),
                  request(7, 3, query="visa abroad"), request(900, 30)]
+    by_hand = BinaryRequest("", ("q0", "q1"), "renew passport fee", (
+        Candidate("h0", texts[0], rows[:4].copy()), Candidate("h1", texts[1], rows[4:6].copy())),
+        statistics=lexicon, search="renew passport fee")  # arrays given by hand
+    requests.append(by_hand)
     malformed = BinaryRequest("", ("q0",), "x", (), statistics=lexicon)  # no candidate texts
     requests.append(malformed)
     judge = _embedded.EmbeddedJudge(numpy_encoder)

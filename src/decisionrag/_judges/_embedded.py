@@ -354,8 +354,8 @@ class EmbeddedJudge(Judge):
         candidates = [c for request in requests for c in request.candidates]
         q = self.query_vector(query)
         own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
-        read_parts = [sum(len(c.vectors or ()) - 1 for c in request.candidates) <= PART_ROW_BUDGET
-                      for request in requests]  # decided per request, as `evidence` does
+        read_parts = [sum(len(c.vectors) - 1 for c in request.candidates if c.vectors is not None)
+                      <= PART_ROW_BUDGET for request in requests]  # per request, as `evidence`
         owner = [r for r, request in enumerate(requests) for _ in request.candidates]
         for reading in (True, False):
             rows = [c.vectors if read_parts[owner[i]] is reading else None
