@@ -213,6 +213,69 @@ def test_an_ann_index_of_another_tree_version_is_refused(tmp_path: Path) -> None
             AnnIndex.open(tree.file, tree.meta, stored)
 
 
+def _reference_search(index_path: Path, stored: object, query: np.ndarray, k: int,
+                      nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+    """What `AnnIndex.search` returned when it searched a memory-mapped index: faiss over the
+    whole index, its candidates ranked by their stored vectors."""
+    faiss = _ann.faiss_module()
+    index = faiss.read_index(str(index_path))
+    q = np.asarray(query, np.float32).reshape(1, -1)
+    wanted = min(int(index.ntotal), k * _ann.REFINE)
+    _, found = index.search(q, wanted, params=faiss.SearchParametersIVF(nprobe=nprobe))
+    candidates = np.sort(found[0][found[0] >= 0])
+    scores = stored.take(candidates) @ q[0]  # type: ignore[attr-defined]
+    order = np.lexsort((candidates, -scores))[:k]
+    return candidates[order], scores[order].astype(np.float32)
+
+
+def test_ann_search_reads_only_the_probed_lists_and_finds_what_faiss_finds(
+    tmp_path: Path,
+) -> None:
+    """The index's lists are read with positioned reads (the file is never mapped, so its
+    pages are not the process's memory) and every search equals faiss over the whole index."""
+    import threading
+
+    _write_markdown(tmp_path / "src", _documents(40))
+    tree_path = tmp_path / "t.tree"
+    build_tree([tmp_path / "src"], tree_path, vectors=False)
+    encoder = HashEncoder()
+    embed_tree(tree_path, model="hash-words", encode=encoder.encode)
+    with Tree.open(tree_path) as tree:
+        stored = open_vectors(tree)
+        write_ann(tree_path, stored, tree.passage_ids(), tree.meta, factory="IVF8,PQ8x4",
+                  nprobe=2)
+        ann = AnnIndex.open(tree.file, tree.meta, stored)
+        assert ann is not None and ann.nprobe == 2
+        texts = ["passport renew abroad", "river fishing season", "council vote election",
+                 "tax credit child benefit", "item3x4", "landlord deposit rent"]
+        vectors = encoder.encode(texts)
+        for k in (1, 10, 50):
+            for probes in (None, 1, 3, 8):
+                for vector in vectors:
+                    ids, scores = ann.search(vector, k, nprobe=probes)
+                    want_ids, want_scores = _reference_search(ann.path, stored, vector, k,
+                                                              probes or 2)
+                    assert np.array_equal(ids, want_ids) and np.array_equal(scores, want_scores)
+        everything = ann.search(vectors[0], 400, nprobe=8)[0]
+        assert sorted(everything.tolist()) == tree.passage_ids().tolist()  # every list read
+        maps = Path("/proc/self/maps")
+        if maps.is_file():
+            assert ann.path.name not in maps.read_text()
+        results: list[list[int]] = []
+
+        def search() -> None:
+            results.append([ann.search(v, 10)[0].tolist() for v in vectors])
+
+        threads = [threading.Thread(target=search) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        alone = [ann.search(v, 10)[0].tolist() for v in vectors]
+        assert results == [alone] * 4
+        ann.close()
+
+
 @pytest.mark.slow
 def test_ann_recall_against_exact_on_a_real_tree(xquad_tree: Path, tmp_path: Path,
                                                  shared_data: Path) -> None:

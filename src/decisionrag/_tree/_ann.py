@@ -11,15 +11,19 @@ Layout, in the vectors folder of `_vectors`::
                                 passage vectors, labelled by node id
 
 Why IVF-PQ (docs/benchmarks.md, "Issue 30"): 48 bytes a passage (129 MB at 2.68 M passages,
-against 1–4 GB for an HNSW graph with its vectors), memory-mapped at open, trained in minutes
-on two cores, passages added and removed in place. Its approximate scores only choose
-candidates: `AnnIndex.search` takes `REFINE` × k of them and ranks those by their exact
-scores, read from the stored float16 vectors.
+against 1–4 GB for an HNSW graph with its vectors), only the lists a query probes read from
+the file, trained in minutes on two cores, passages added and removed in place. Its
+approximate scores only choose candidates: `AnnIndex.search` takes `REFINE` × k of them and
+ranks those by their exact scores, read from the stored float16 vectors.
 
 Writing is atomic like the vectors': the index file under a fresh name, then the header
 renamed into place, then the previous index file removed. The header binds the index to one
 write of the vectors (their matrix file) and of the tree (`tree_stamp`); `AnnIndex.open`
-refuses one built for anything else (AnnError) and memory-maps the index read-only.
+refuses one built for anything else (AnnError). It reads the index's small parts (coarse
+centroids, product quantiser) into memory and only locates the inverted lists; a search reads
+the lists it probes with positioned reads (`_ProbedLists`), so the file's pages stay page
+cache and are not counted in the querying process's resident memory, as the pages of a
+memory-mapped index it touched would be (issue 30: 181 MB of them at 2.68 M passages).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import math
 import os
 import secrets
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -225,7 +230,7 @@ def _add(index: Any, stored: NodeVectors, ids: np.ndarray) -> None:
 
 
 class AnnIndex:
-    """One vector set's ANN index, memory-mapped read-only, searched with exact re-ranking."""
+    """One vector set's ANN index, opened read-only, searched with exact re-ranking."""
 
     def __init__(self, header: AnnHeader, path: Path, stored: NodeVectors) -> None:
         faiss = faiss_module()
@@ -238,6 +243,8 @@ class AnnIndex:
                            "`decisionrag index`") from exc
         self._params = faiss.SearchParametersIVF(nprobe=self.nprobe) if "IVF" in header.factory \
             else None
+        self._lists = _ProbedLists.of(faiss, self.index, path)
+        self._lock = threading.Lock()  # a search swaps the index's lists: one at a time
 
     @classmethod
     def open(cls, tree_path: str | os.PathLike[str], tree_meta: dict[str, Any],
@@ -273,8 +280,15 @@ class AnnIndex:
         wanted = min(int(self.index.ntotal), max(k, 1) * REFINE)
         if wanted <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        _, found = self.index.search(q, wanted, params=params) if params is not None \
-            else self.index.search(q, wanted)
+        with self._lock:
+            if self._lists is not None and params is not None:
+                self._lists.load(q, int(params.nprobe))
+            try:
+                _, found = self.index.search(q, wanted, params=params) if params is not None \
+                    else self.index.search(q, wanted)
+            finally:
+                if self._lists is not None:
+                    self._lists.release()
         candidates = np.sort(found[0][found[0] >= 0])
         scores = self.stored.take(candidates) @ q[0]
         order = np.lexsort((candidates, -scores))[:k]
@@ -282,6 +296,80 @@ class AnnIndex:
 
     def __repr__(self) -> str:
         return f"<AnnIndex {self.header.factory} {self.header.rows:,} rows nprobe={self.nprobe}>"
+
+    def close(self) -> None:
+        if self._lists is not None:
+            self._lists.close()
+
+
+class _ProbedLists:
+    """The inverted lists of an IVF index file, read with positioned reads: `load` puts the
+    lists a query probes into a fresh in-memory list set that stands in for the index's own
+    (the same codes and ids, so the search finds exactly what it would over the whole file),
+    `release` empties it again. Where each list lies in the file is what faiss's
+    memory-mapped reader computed at open (its mapping is dropped here, unread)."""
+
+    def __init__(self, faiss: Any, ivf: Any, sizes: np.ndarray, offsets: np.ndarray,
+                 path: Path) -> None:
+        self.faiss, self.ivf = faiss, ivf
+        self.sizes, self.offsets = sizes, offsets
+        self.nlist, self.code_size = int(ivf.nlist), int(ivf.code_size)
+        self._fd = os.open(path, os.O_RDONLY)
+        self._held: Any = None
+        self.release()
+
+    @classmethod
+    def of(cls, faiss: Any, index: Any, path: Path) -> _ProbedLists | None:
+        """The lists of `index` (read with faiss's IO_FLAG_MMAP) read this way; None for an
+        index without inverted lists in its file (a flat list: read whole, it is small)."""
+        try:
+            ivf = faiss.extract_index_ivf(index)
+        except RuntimeError:
+            return None
+        mapped = faiss.downcast_InvertedLists(ivf.invlists)
+        if not isinstance(mapped, faiss.OnDiskInvertedLists):
+            return None
+        entries = mapped.lists
+        nlist = int(ivf.nlist)
+        sizes = np.fromiter((entries.at(i).size for i in range(nlist)), np.int64, nlist)
+        offsets = np.fromiter((entries.at(i).offset for i in range(nlist)), np.int64, nlist)
+        return cls(faiss, ivf, sizes, offsets, path)
+
+    def load(self, query: np.ndarray, nprobe: int) -> None:
+        """Read the lists the index's coarse quantiser picks for `query` (as its search will
+        pick them) and put them in place."""
+        _, assigned = self.ivf.quantizer.search(query, nprobe)
+        lists = self.faiss.ArrayInvertedLists(self.nlist, self.code_size)
+        step = self.code_size + 8  # a list is its codes, then its int64 ids
+        for number in sorted({int(n) for n in assigned[0] if n >= 0}):
+            count = int(self.sizes[number])
+            if not count:
+                continue
+            data = os.pread(self._fd, count * step, int(self.offsets[number]))
+            if len(data) != count * step:
+                raise AnnError(f"inverted list {number} is cut short; rebuild the index with "
+                               "`decisionrag index`")
+            codes = np.frombuffer(data, np.uint8, count * self.code_size)
+            ids = np.frombuffer(data, np.int64, count, count * self.code_size)
+            lists.add_entries(number, count, self.faiss.swig_ptr(ids),
+                              self.faiss.swig_ptr(codes))
+        self._swap(lists)
+
+    def release(self) -> None:
+        """Free the lists read for the last search (an empty set in their place)."""
+        self._swap(self.faiss.ArrayInvertedLists(self.nlist, self.code_size))
+
+    def _swap(self, lists: Any) -> None:
+        self.ivf.replace_invlists(lists, False)  # not owned: freed with `_held`'s last reference
+        self._held = lists
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def exact_search(stored: NodeVectors, passage_ids: Sequence[int] | np.ndarray, query: np.ndarray,
