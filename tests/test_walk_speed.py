@@ -300,4 +300,99 @@ def test_lexicon_scores_equal_the_one_text_at_a_time_scores(seed: int) -> None:
         weights = lexicon.query_weights(query)
         expected = [lexicon.score(weights, t) for t in corpus]
         assert lexicon.scores(query, corpus) == expected  # the same floats, not close ones
+        assert lexicon.scores(query, corpus, lexicon.index(corpus)) == expected  # by postings
     assert lexicon.scores("passport", []) == []
+
+
+@pytest.mark.parametrize("read_parts", [True, False])
+def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_parts: bool) -> None:
+    """A page level comes back every query: the second time its rows are gathered and its
+    texts' postings made once and kept; evidence through them equals the fresh computation
+    bit for bit, for queries after the one that made the plan too."""
+    from decisionrag._judges import Candidate, _embedded
+    from decisionrag._tree import _vectors
+    from decisionrag._words import Lexicon
+
+    rng = np.random.default_rng(11)
+    rows = rng.standard_normal((2000, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(2000) < 0.1] = 0.0
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    monkeypatch.setattr(_embedded, "ROWS_PER_PRODUCT", 64)
+    words = random.Random(5)
+    texts = [" ".join(words.choice(_VOCABULARY) for _ in range(words.randint(0, 30)))
+             for _ in range(400)]
+    lexicon = Lexicon.count(texts)
+    candidates = [Candidate(id=str(i), text=texts[i],
+                            vectors=stored.lazy_rows(int(a), int(a + rng.integers(1, 9))))
+                  for i, a in enumerate(rng.integers(0, 1990, size=400))]
+
+    class Encoder:
+        name = cache_key = "m"
+        dim = 384
+
+        def encode(self, batch: Sequence[str]) -> np.ndarray:
+            out = np.random.default_rng(len(batch[0])).standard_normal((len(batch), 384))
+            return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+    judge = _embedded.EmbeddedJudge(Encoder())
+    fresh = _embedded.EmbeddedJudge(Encoder(), calibration=judge.calibration)
+    fresh.plans = _embedded.RecurringLists(0)  # keeps nothing: always the fresh computation
+    for query in ("passport renew", "fishing river visa", "passport renew", "of the", "visa 2024"):
+        q = judge.query_vector(query)
+        got = judge.evidence(query, candidates, lexicon)
+        want = fresh.evidence(query, candidates, lexicon)
+        assert all((a == b).all() for a, b in zip(got, want, strict=True)), query
+        own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
+        _embedded._fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
+        judge._fill_own_and_best(own2 := np.zeros(len(candidates)), best2 := np.zeros(len(candidates)),
+                                 [c.vectors for c in candidates], q, read_parts)
+        assert (own == own2).all() and (best == best2).all()
+    assert judge.plans._kept, "the recurring list's plans were kept"
+    stored.close()
+
+
+def test_recurring_lists_keep_plans_from_the_second_sighting_within_their_budget() -> None:
+    from decisionrag._judges._embedded import RecurringLists
+
+    class Plan:
+        def __init__(self, nbytes: int) -> None:
+            self.nbytes = nbytes
+
+    made: list[str] = []
+    plans = RecurringLists(100)
+
+    def make(name: str, size: int) -> Any:
+        return lambda: made.append(name) or Plan(size)
+
+    assert plans.get(("a",), [], make("a", 60)) is None and made == []  # first sighting
+    first = plans.get(("a",), [], make("a", 60))
+    assert made == ["a"] and plans.get(("a",), [], make("a", 60)) is first  # kept, not remade
+    plans.get(("b",), [], make("b", 60))
+    plans.get(("b",), [], make("b", 60))  # over the budget: the least recently used goes
+    assert list(plans._kept) == [("b",)]
+    plans.get(("c",), [], make("c", 500))
+    assert plans.get(("c",), [], make("c", 500)) is not None and ("c",) not in plans._kept
+
+
+def test_hybrid_candidates_fused_by_node_id_equal_the_fusion_by_key(xquad_tree: Path) -> None:
+    """The walk's hybrid candidates: BM25 and dense fused by node id and only the kept looked
+    up as keys give the same (key, score) list as fusing the two keyed rankings."""
+    require_module("bm25s")
+    from decisionrag._retrievers import FlatRetrievers, rrf
+    from decisionrag._tree import Tree
+
+    tree = Tree.open(xquad_tree)
+    hybrid = FlatRetrievers(tree).hybrid(strict=True)
+    assert hybrid.bm25.ranked_ids("war", 5) is not None  # type: ignore[union-attr]
+    assert hybrid.dense.ranked_ids("war", 5) is not None  # type: ignore[union-attr]
+    for query in ("When did the war end?", "Warsaw population", "zzz unknown words", ""):
+        for k in (1, 5, 20, 300):
+            depth = max(k, hybrid.depth)  # type: ignore[union-attr]
+            expected = rrf([hybrid.bm25.retrieve(query, depth),  # type: ignore[union-attr]
+                            hybrid.dense.retrieve(query, depth)], k)  # type: ignore[union-attr]
+            assert hybrid.retrieve(query, k) == expected, (query, k)
+    tree.close()

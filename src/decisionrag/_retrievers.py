@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,13 +136,21 @@ class BM25Retriever:
         return np.asarray(self.model.get_scores(tokens), dtype=np.float32)
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
-        scores = self.scores(query_text)
-        if self._stored is None:
-            return top_k(scores, self.keys, k)
-        best = top_positions(scores, k)
+        found = self.ranked_ids(query_text, k)
+        if found is None:
+            return top_k(self.scores(query_text), self.keys, k)
         assert self._tree is not None
-        keys = self._tree.keys_of(self._stored.ids[best].tolist())
-        return [(key, float(scores[i])) for key, i in zip(keys, best, strict=True)]
+        return _keyed(self._tree, *found)
+
+    def ranked_ids(self, query_text: str, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The top `k` as (node ids, scores), best first, over the tree's stored index (None
+        over an index built from keys and texts): what `retrieve` returns before the ids are
+        looked up as keys."""
+        if self._stored is None:
+            return None
+        scores = self.scores(query_text)
+        best = top_positions(scores, k)
+        return self._stored.ids[best], scores[best]
 
 
 def _stored_bm25(tree: Tree, options: dict[str, Any]) -> Any:
@@ -339,19 +347,34 @@ class DenseRetriever:
     def retrieve_vector(self, query: np.ndarray, k: int, *,
                         exact: bool = False) -> list[tuple[str, float]]:
         """The top `k` for an embedded query (`exact`: by a full scan even with an index)."""
+        found = self.ranked_vector_ids(query, k, exact=exact)
+        if found is None:
+            return top_k(self._exact_scores(query), self.keys, k)
+        assert self._tree is not None
+        return _keyed(self._tree, *found)
+
+    def ranked_ids(self, query_text: str, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The top `k` as (node ids, scores), best first, over stored vectors (None over
+        passages embedded from keys and texts); see `BM25Retriever.ranked_ids`."""
+        if self.stored is None:
+            return None
+        return self.ranked_vector_ids(self.query_vector(query_text), k)
+
+    def ranked_vector_ids(self, query: np.ndarray, k: int, *, exact: bool = False
+                          ) -> tuple[np.ndarray, np.ndarray] | None:
         if self.ann is not None and not exact:
             ids, scores = self.ann.search(query, k)
-            return list(zip(self._keys_of(ids), scores.tolist(), strict=True))
-        scores = self._exact_scores(query)
+            return np.asarray(ids), np.asarray(scores)
         if self.stored is None:
-            return top_k(scores, self.keys, k)
+            return None
+        scores = self._exact_scores(query)
         best = top_positions(scores, k)
-        return [(key, float(scores[i])) for key, i in
-                zip(self._keys_of(self._ids[best]), best, strict=True)]
+        return self._ids[best], scores[best]
 
     def _keys_of(self, ids: np.ndarray) -> list[str]:
         assert self._tree is not None
         return self._tree.keys_of(ids.tolist())
+
 
     def approximation_recall(self, query_texts: Sequence[str], k: int = 100) -> float | None:
         """Mean share of the exact top `k` that the ANN index returns, over `query_texts`
@@ -365,6 +388,11 @@ class DenseRetriever:
             truth = [key for key, _ in self.retrieve_vector(query, k, exact=True)]
             shares.append(len(found.intersection(truth)) / max(1, len(truth)))
         return float(np.mean(shares))
+
+
+def _keyed(tree: Tree, ids: np.ndarray, scores: np.ndarray) -> list[tuple[str, float]]:
+    """(key, score) pairs of node `ids` with their `scores`, in order."""
+    return list(zip(tree.keys_of(ids.tolist()), scores.tolist(), strict=True))
 
 
 def _ann_index(tree: Tree, stored: Any, search: str) -> Any:
@@ -416,7 +444,15 @@ class HybridRetriever:
 
     def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
         depth = max(k, self.depth)
-        return rrf([self.bm25.retrieve(query_text, depth), self.dense.retrieve(query_text, depth)], k)
+        lexical = self.bm25.ranked_ids(query_text, depth)
+        semantic = self.dense.ranked_ids(query_text, depth) if lexical is not None else None
+        if lexical is None or semantic is None or self.dense._tree is None:
+            return rrf([self.bm25.retrieve(query_text, depth),
+                        self.dense.retrieve(query_text, depth)], k)
+        # fused by node id, so that only the k kept are looked up as keys (not 2 x depth)
+        fused = rrf([[(i, 0.0) for i in ids.tolist()] for ids, _ in (lexical, semantic)], k)
+        ids = [i for i, _ in fused]
+        return list(zip(self.dense._tree.keys_of(ids), [s for _, s in fused], strict=True))
 
 
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -474,10 +510,10 @@ class FlatRetrievers:
         raise InputError(f"unknown flat retriever {kind!r}: use one of {', '.join(RETRIEVER_KINDS)}")
 
 
-def rrf(rankings: Sequence[Sequence[tuple[str, float]]], k: int,
-        constant: int = RRF_K) -> list[tuple[str, float]]:
+def rrf(rankings: Sequence[Sequence[tuple[Hashable, float]]], k: int,
+        constant: int = RRF_K) -> list[tuple[Any, float]]:
     """Fuse rankings by reciprocal rank; ties broken by first appearance."""
-    fused: dict[str, float] = {}
+    fused: dict[Hashable, float] = {}
     for ranking in rankings:
         for rank, (key, _score) in enumerate(ranking, 1):
             fused[key] = fused.get(key, 0.0) + 1.0 / (constant + rank)

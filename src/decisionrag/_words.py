@@ -9,6 +9,7 @@ stored with the tree's vectors) and scores a text against a query with BM25 weig
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -104,22 +105,32 @@ class Lexicon:
                 value += weight * tf * (K1 + 1) / (tf + norm)
         return value / (total * (K1 + 1))
 
-    def scores(self, query: str, texts: Sequence[str]) -> list[float]:
+    def scores(self, query: str, texts: Sequence[str],
+               index: TermIndex | None = None) -> list[float]:
         """`score` of every text, computed a query term at a time over all texts (the same
-        operations in the same order as `score`, so the same floats)."""
+        operations in the same order as `score`, so the same floats). `index`, the
+        `TermIndex` of these `texts` under this lexicon, reads each query term's postings
+        instead of asking every text (for a list of texts that recurs, a page level)."""
         weights = self.query_weights(query)
         total = sum(weights.values())
         if not total or not texts:
             return [0.0] * len(texts)
+        if index is not None:
+            return index.scores(weights, total)
         counted = list(map(term_counts, texts))
         lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=len(texts))
-        norm = K1 * (1 - B + B * lengths / max(self.mean_length, 1.0))
+        norm = _norms(lengths, self.mean_length)
         value = np.zeros(len(texts))
+        dicts = [counts for counts, _ in counted]
         for term, weight in weights.items():  # summed in query-term order, as `score` sums
-            tf = np.fromiter((counts.get(term, 0) for counts, _ in counted), dtype=np.float64,
-                             count=len(texts))
+            tf = np.fromiter(map(dict.get, dicts, itertools.repeat(term), itertools.repeat(0)),
+                             dtype=np.float64, count=len(texts))
             value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
         return (value / (total * (K1 + 1))).tolist()
+
+    def index(self, texts: Sequence[str]) -> TermIndex:
+        """The `TermIndex` of `texts` under this lexicon (for `scores`)."""
+        return TermIndex(texts, self.mean_length)
 
     def to_json(self) -> str:
         return json.dumps({"documents": self.documents, "mean_length": self.mean_length,
@@ -130,3 +141,41 @@ class Lexicon:
         value: Any = json.loads(data)
         return cls(int(value["documents"]), float(value["mean_length"]),
                    {str(k): int(v) for k, v in value["frequencies"].items()})
+
+
+def _norms(lengths: np.ndarray, mean_length: float) -> np.ndarray:
+    """BM25's length normalisation of texts of `lengths` terms (as `Lexicon.score` forms it)."""
+    return np.asarray(K1 * (1 - B + B * lengths / max(mean_length, 1.0)), dtype=np.float64)
+
+
+class TermIndex:
+    """The postings of a fixed list of texts: for each term, the positions of the texts it
+    occurs in and how often. `Lexicon.scores` with it computes, for a query term, only the
+    texts that hold it; where a term is absent the old sum added 0.0, which changes nothing,
+    so the floats are the same."""
+
+    __slots__ = ("_norm", "_postings", "nbytes", "size")
+
+    def __init__(self, texts: Sequence[str], mean_length: float) -> None:
+        counted = list(map(term_counts, texts))
+        lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=len(texts))
+        self.size = len(texts)
+        self._norm = _norms(lengths, mean_length)
+        found: dict[str, tuple[list[int], list[int]]] = {}
+        for position, (counts, _) in enumerate(counted):
+            for term, tf in counts.items():
+                places, tfs = found.setdefault(term, ([], []))
+                places.append(position)
+                tfs.append(tf)
+        self._postings = {term: (np.asarray(places, dtype=np.int64), np.asarray(tfs, dtype=np.float64))
+                          for term, (places, tfs) in found.items()}
+        self.nbytes = self._norm.nbytes + sum(p.nbytes + t.nbytes + 100 for p, t in self._postings.values())
+
+    def scores(self, weights: dict[str, float], total: float) -> list[float]:
+        value = np.zeros(self.size)
+        for term, weight in weights.items():  # in query-term order, as `Lexicon.scores` sums
+            posting = self._postings.get(term)
+            if posting is not None:
+                places, tf = posting
+                value[places] += weight * tf * (K1 + 1) / (tf + self._norm[places])
+        return (value / (total * (K1 + 1))).tolist()

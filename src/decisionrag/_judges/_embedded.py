@@ -77,6 +77,9 @@ DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # (a page level of 16,000 pages would otherwise read every passage vector of the corpus).
 PART_ROW_BUDGET = 200_000
 ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d float32)
+# What is kept for candidate lists that recur (a page level is the same list every query):
+# their stored rows gathered once and their texts' postings, at most this many bytes.
+PLAN_BYTES = 64 << 20
 # Threads the judge computes on. One: its work is CPU-bound under the GIL, so more threads
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
@@ -194,6 +197,7 @@ class EmbeddedJudge(Judge):
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
+        self.plans = RecurringLists(PLAN_BYTES)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts` (rows, L2-normalised), encoding only those not cached."""
@@ -255,11 +259,26 @@ class EmbeddedJudge(Judge):
             own[texts] = best[texts] = encoded
         with_parts = sum(len(c.vectors) - 1 for c in candidates if c.vectors is not None)
         read_parts = with_parts <= PART_ROW_BUDGET
-        _fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
-        lexical = np.zeros(len(candidates))
-        if lexicon is not None and self.calibration.lexical_weight:
-            lexical = np.asarray(lexicon.scores(query, [c.text for c in candidates]))
-        return own, best, lexical
+        self._fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
+        return own, best, self._lexical(query, [c.text for c in candidates], lexicon)
+
+    def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None) -> np.ndarray:
+        if lexicon is None or not self.calibration.lexical_weight:
+            return np.zeros(len(texts))
+        index = self.plans.get(("words", id(lexicon), *map(id, texts)), (lexicon, texts),
+                               lambda: lexicon.index(texts))
+        return np.asarray(lexicon.scores(query, texts, index))
+
+    def _fill_own_and_best(self, own: np.ndarray, best: np.ndarray,
+                           rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,
+                           read_parts: bool) -> None:
+        """`_fill_own_and_best`, its stored rows gathered once for a list that recurs."""
+        plan = self.plans.get(("rows", read_parts, *map(id, rows_of)), rows_of,
+                              lambda: RowsPlan.of(rows_of, read_parts))
+        if plan is None:  # seen once, or rows that are not all stored
+            _fill_own_and_best(own, best, rows_of, q, read_parts)
+        else:
+            plan.fill(own, best, q)
 
     def scores(self, query: str, candidates: Sequence[Candidate],
                lexicon: Lexicon | None = None) -> np.ndarray:
@@ -361,11 +380,8 @@ class EmbeddedJudge(Judge):
             rows = [c.vectors if read_parts[owner[i]] is reading else None
                     for i, c in enumerate(candidates)]
             if any(row is not None for row in rows):
-                _fill_own_and_best(own, best, rows, q, reading)
-        lexical = np.zeros(len(candidates))
-        lexicon = _lexicon(requests[0])
-        if lexicon is not None and self.calibration.lexical_weight:
-            lexical = np.asarray(lexicon.scores(query, [c.text for c in candidates]))
+                self._fill_own_and_best(own, best, rows, q, reading)
+        lexical = self._lexical(query, [c.text for c in candidates], _lexicon(requests[0]))
         scores = self.calibration.fuse(own, best, lexical)
         bounds = np.cumsum([0] + [len(request.candidates) for request in requests])
         return [scores[a:b] for a, b in itertools.pairwise(bounds.tolist())]
@@ -440,6 +456,98 @@ def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:
     return statistics if isinstance(statistics, Lexicon) else None
 
 
+class RecurringLists:
+    """What is worth keeping for a list of candidates that comes back query after query (a
+    page level): a list seen once is only remembered by its key (ids of its items); seen
+    again, its plan is made and kept, with the items it was made from (so that their ids
+    stay theirs), least recently used dropped first beyond `budget` bytes. Lists seen once
+    (a passage stage's) cost a key and nothing else."""
+
+    SEEN = 256  # keys of lists seen once, remembered
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...], items: Any, make: Callable[[], Any]) -> Any:
+        """The plan kept for `key`, made by `make()` on the list's second sighting; None the
+        first time (and for a plan larger than the budget)."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return kept[1]
+            if key not in self._seen:
+                self._seen[key] = None
+                if len(self._seen) > self.SEEN:
+                    self._seen.popitem(last=False)
+                return None
+        plan = make()
+        size = int(getattr(plan, "nbytes", 0))
+        with self._lock:
+            if size <= self.budget and key not in self._kept:
+                self._kept[key] = (items, plan)
+                self._bytes += size
+                while self._bytes > self.budget:
+                    _, (_, dropped) = self._kept.popitem(last=False)
+                    self._bytes -= int(getattr(dropped, "nbytes", 0))
+        return plan
+
+
+@dataclass(frozen=True, slots=True)
+class RowsPlan:
+    """A list of candidates' stored rows, gathered: per block length, the candidates'
+    positions, their rows stacked (float32) and which rows are present (all
+    query-independent). `fill` then runs the products of `_fill_own_and_best`, the same
+    ones, so the same floats."""
+
+    groups: tuple[tuple[list[int], np.ndarray, np.ndarray], ...]
+    nbytes: int
+
+    @classmethod
+    def of(cls, rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
+           ) -> RowsPlan | None:
+        """The plan of `rows_of`; None when some cannot be gathered (arrays in a request made
+        by hand, rows past the stored set), which `_fill_own_and_best` reads one by one."""
+        if not all(rows is None or _gatherable(rows) for rows in rows_of):
+            return None
+        groups = []
+        for source, n, members, starts in _stored_groups(rows_of, read_parts):
+            step = max(1, ROWS_PER_PRODUCT // n)
+            for at in range(0, len(members), step):
+                stack = source.blocks(starts[at:at + step], n)
+                groups.append((members[at:at + step], stack, np.any(stack != 0, axis=2)))
+        return cls(tuple(groups), sum(stack.nbytes + present.nbytes for _, stack, present in groups))
+
+    def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> None:
+        for chosen, stack, present in self.groups:
+            own[chosen], best[chosen] = _own_and_best_stacked(stack, q, present)
+
+
+def _gatherable(rows: VectorRows | np.ndarray) -> bool:
+    """Stored rows (`StoredRows`: a `source` with `blocks`), at least one."""
+    return hasattr(getattr(rows, "source", None), "blocks") and len(rows) > 0
+
+
+def _stored_groups(rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
+                   ) -> list[tuple[Any, int, list[int], list[int]]]:
+    """`rows_of` (`StoredRows` or None) grouped by source and block length: (source,
+    length, candidate positions, first rows)."""
+    groups: dict[tuple[int, int], tuple[Any, list[int], list[int]]] = {}
+    for i, rows in enumerate(rows_of):
+        if rows is None:
+            continue
+        n = len(rows) if read_parts else 1
+        source = getattr(rows, "source")  # noqa: B009 - a StoredRows attribute
+        _, members, starts = groups.setdefault((id(source), n), (source, [], []))
+        members.append(i)
+        starts.append(int(getattr(rows, "start")))  # noqa: B009 - a StoredRows attribute
+    return [(source, n, members, starts) for (_, n), (source, members, starts) in groups.items()]
+
+
 def _fill_own_and_best(own: np.ndarray, best: np.ndarray,
                        rows_of: Sequence[VectorRows | np.ndarray | None], q: np.ndarray,
                        read_parts: bool) -> None:
@@ -450,30 +558,24 @@ def _fill_own_and_best(own: np.ndarray, best: np.ndarray,
     all rows stacked would not: BLAS rounds a row by where it falls in the matrix, and the
     scores, hence the run files, would change in their last bits). Other rows (arrays in
     requests made by hand) go one by one."""
-    groups: dict[tuple[int, int], tuple[Any, list[int], list[int]]] = {}
+    stored: list[VectorRows | np.ndarray | None] = []
     for i, rows in enumerate(rows_of):
-        if rows is None:
-            continue
-        source = getattr(rows, "source", None)
-        n = len(rows) if read_parts else min(1, len(rows))
-        if n == 0 or not hasattr(source, "blocks"):
+        if rows is not None and not _gatherable(rows):
             own[i], best[i] = _own_and_best(rows, q, read_parts)
-            continue
-        _, members, starts = groups.setdefault((id(source), n), (source, [], []))
-        members.append(i)
-        starts.append(int(getattr(rows, "start")))  # noqa: B009 - a StoredRows attribute
-    for (_, n), (source, members, starts) in groups.items():
-        step = max(1, ROWS_PER_PRODUCT // n)
-        for at in range(0, len(members), step):
-            chosen = members[at:at + step]
-            stack = source.blocks(starts[at:at + step], n)
-            own[chosen], best[chosen] = _own_and_best_stacked(stack, q)
+            rows = None
+        stored.append(rows)
+    plan = RowsPlan.of(stored, read_parts)
+    assert plan is not None
+    plan.fill(own, best, q)
 
 
-def _own_and_best_stacked(stack: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_own_and_best` of every block of `stack` (blocks, rows, dim), as float64 arrays."""
+def _own_and_best_stacked(stack: np.ndarray, q: np.ndarray, present: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """`_own_and_best` of every block of `stack` (blocks, rows, dim), as float64 arrays
+    (`present`: which rows are not all zero, when known)."""
     sims = np.matmul(stack, q)  # (blocks, rows): block b's row equals stack[b] @ q exactly
-    present = np.any(stack != 0, axis=2)
+    if present is None:
+        present = np.any(stack != 0, axis=2)
     own = sims[:, 0].astype(np.float64)
     for b in np.flatnonzero(~present[:, 0]).tolist():  # no row of its own: its parts' mean
         parts = sims[b, 1:][present[b, 1:]]
