@@ -37,6 +37,7 @@ import contextvars
 import hashlib
 import inspect
 import itertools
+import operator
 import os
 import threading
 import time
@@ -79,7 +80,7 @@ PART_ROW_BUDGET = 200_000
 ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d float32)
 # What is kept for candidate lists that recur (a page level is the same list every query):
 # their stored rows gathered once and their texts' postings, at most this many bytes.
-PLAN_BYTES = 64 << 20
+PLAN_BYTES = 32 << 20  # mtrag-cloud-pooled's page level (3,939 pages, 15,853 rows): 25 MB
 # Threads the judge computes on. One: its work is CPU-bound under the GIL, so more threads
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
@@ -297,7 +298,8 @@ class EmbeddedJudge(Judge):
         return searched_text(request)
 
     def _usage(self, query: str, candidates: Sequence[Candidate], start: float) -> Usage:
-        tokens = estimate_tokens(query) + sum(estimate_tokens(c.text) for c in candidates)
+        lengths = np.fromiter(map(len, map(_TEXT, candidates)), np.int64, len(candidates))
+        tokens = estimate_tokens(query) + int((lengths // 4 + 1).sum())  # estimate_tokens each
         return Usage(requests=1, input_tokens=tokens, seconds=time.perf_counter() - start,
                      cost_usd=self.cost(tokens), estimated=True)
 
@@ -403,6 +405,9 @@ class EmbeddedJudge(Judge):
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
                 self._pool_pid = os.getpid()
             return self._pool
+
+
+_TEXT = operator.attrgetter("text")
 
 
 def _pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, str]]]:
