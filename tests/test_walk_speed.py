@@ -158,7 +158,7 @@ def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int
 @pytest.mark.parametrize("read_parts", [True, False])
 def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool, read_parts: bool) -> None:
-    from decisionrag._judges import _embedded
+    from decisionrag._judges import _evidence
     from decisionrag._tree import _vectors
 
     rng = np.random.default_rng(7)
@@ -169,7 +169,7 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
     stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
     monkeypatch.setattr(_vectors, "HELD_BYTES", 1 << 30 if held else 0)
-    monkeypatch.setattr(_embedded, "ROWS_PER_PRODUCT", 64)  # several products per length
+    monkeypatch.setattr(_evidence, "ROWS_PER_PRODUCT", 64)  # several products per length
     starts = rng.integers(0, 2990, size=700)
     lengths = rng.integers(1, 12, size=700)
     handles = [stored.lazy_rows(int(a), int(a + n)) for a, n in zip(starts, lengths, strict=True)]
@@ -179,10 +179,10 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     q /= np.linalg.norm(q)
     candidates: list[Any] = [*handles, given, None]
     own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
-    _embedded._fill_own_and_best(own, best, candidates, q, read_parts)
+    _evidence.fill_own_and_best(own, best, candidates, q, read_parts)
     for i, rows_i in enumerate(candidates):
         # the oracle: the per-candidate computation, unchanged, that hand-made arrays still take
-        expected = (0.0, 0.0) if rows_i is None else _embedded._own_and_best(rows_i, q, read_parts)
+        expected = (0.0, 0.0) if rows_i is None else _evidence.own_and_best(rows_i, q, read_parts)
         assert (own[i], best[i]) == expected, i
     stored.close()
 
@@ -310,7 +310,7 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
     """A page level comes back every query: the second time its rows are gathered and its
     texts' postings made once and kept; evidence through them equals the fresh computation
     bit for bit, for queries after the one that made the plan too."""
-    from decisionrag._judges import Candidate, _embedded
+    from decisionrag._judges import Candidate, _embedded, _evidence
     from decisionrag._tree import _vectors
     from decisionrag._words import Lexicon
 
@@ -321,7 +321,7 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
     meta = {"written_at": "now", "counts": {}}
     _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
     stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
-    monkeypatch.setattr(_embedded, "ROWS_PER_PRODUCT", 64)
+    monkeypatch.setattr(_evidence, "ROWS_PER_PRODUCT", 64)
     words = random.Random(5)
     texts = [" ".join(words.choice(_VOCABULARY) for _ in range(words.randint(0, 30)))
              for _ in range(400)]
@@ -340,14 +340,14 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
 
     judge = _embedded.EmbeddedJudge(Encoder())
     fresh = _embedded.EmbeddedJudge(Encoder(), calibration=judge.calibration)
-    fresh.plans = _embedded.RecurringLists(0)  # keeps nothing: always the fresh computation
+    fresh.plans = _evidence.RecurringLists(0)  # keeps nothing: always the fresh computation
     for query in ("passport renew", "fishing river visa", "passport renew", "of the", "visa 2024"):
         q = judge.query_vector(query)
         got = judge.evidence(query, candidates, lexicon)
         want = fresh.evidence(query, candidates, lexicon)
         assert all((a == b).all() for a, b in zip(got, want, strict=True)), query
         own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
-        _embedded._fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
+        _evidence.fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
         judge._fill_own_and_best(own2 := np.zeros(len(candidates)), best2 := np.zeros(len(candidates)),
                                  [c.vectors for c in candidates], q, read_parts)
         assert (own == own2).all() and (best == best2).all()
@@ -356,7 +356,7 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
 
 
 def test_recurring_lists_keep_plans_from_the_second_sighting_within_their_budget() -> None:
-    from decisionrag._judges._embedded import RecurringLists
+    from decisionrag._judges._evidence import RecurringLists
 
     class Plan:
         def __init__(self, nbytes: int) -> None:

@@ -71,13 +71,13 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
+from ._evidence import RecurringLists, RowsPlan, fill_own_and_best
 from ._options import JudgeOptions
 
 DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # Part rows read per request at most; beyond it a candidate is read through its own row only
 # (a page level of 16,000 pages would otherwise read every passage vector of the corpus).
 PART_ROW_BUDGET = 200_000
-ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d float32)
 # What is kept for candidate lists that recur (a page level is the same list every query):
 # their stored rows gathered once and their texts' postings, at most this many bytes.
 PLAN_BYTES = 32 << 20  # mtrag-cloud-pooled's page level (3,939 pages, 15,853 rows): 25 MB
@@ -277,7 +277,7 @@ class EmbeddedJudge(Judge):
         plan = self.plans.get(("rows", read_parts, *map(id, rows_of)), rows_of,
                               lambda: RowsPlan.of(rows_of, read_parts))
         if plan is None:  # seen once, or rows that are not all stored
-            _fill_own_and_best(own, best, rows_of, q, read_parts)
+            fill_own_and_best(own, best, rows_of, q, read_parts)
         else:
             plan.fill(own, best, q)
 
@@ -459,151 +459,6 @@ def searched_text(request: BinaryRequest | ChoiceRequest) -> str:
 def _lexicon(request: BinaryRequest | ChoiceRequest) -> Lexicon | None:
     statistics = request.statistics
     return statistics if isinstance(statistics, Lexicon) else None
-
-
-class RecurringLists:
-    """What is worth keeping for a list of candidates that comes back query after query (a
-    page level): a list seen once is only remembered by its key (ids of its items); seen
-    again, its plan is made and kept, with the items it was made from (so that their ids
-    stay theirs), least recently used dropped first beyond `budget` bytes. Lists seen once
-    (a passage stage's) cost a key and nothing else."""
-
-    SEEN = 256  # keys of lists seen once, remembered
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...], items: Any, make: Callable[[], Any]) -> Any:
-        """The plan kept for `key`, made by `make()` on the list's second sighting; None the
-        first time (and for a plan larger than the budget)."""
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None:
-                self._kept.move_to_end(key)
-                return kept[1]
-            if key not in self._seen:
-                self._seen[key] = None
-                if len(self._seen) > self.SEEN:
-                    self._seen.popitem(last=False)
-                return None
-        plan = make()
-        size = int(getattr(plan, "nbytes", 0))
-        with self._lock:
-            if size <= self.budget and key not in self._kept:
-                self._kept[key] = (items, plan)
-                self._bytes += size
-                while self._bytes > self.budget:
-                    _, (_, dropped) = self._kept.popitem(last=False)
-                    self._bytes -= int(getattr(dropped, "nbytes", 0))
-        return plan
-
-
-@dataclass(frozen=True, slots=True)
-class RowsPlan:
-    """A list of candidates' stored rows, gathered: per block length, the candidates'
-    positions, their rows stacked (float32) and which rows are present (all
-    query-independent). `fill` then runs the products of `_fill_own_and_best`, the same
-    ones, so the same floats."""
-
-    groups: tuple[tuple[list[int], np.ndarray, np.ndarray], ...]
-    nbytes: int
-
-    @classmethod
-    def of(cls, rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
-           ) -> RowsPlan | None:
-        """The plan of `rows_of`; None when some cannot be gathered (arrays in a request made
-        by hand, rows past the stored set), which `_fill_own_and_best` reads one by one."""
-        if not all(rows is None or _gatherable(rows) for rows in rows_of):
-            return None
-        groups = []
-        for source, n, members, starts in _stored_groups(rows_of, read_parts):
-            step = max(1, ROWS_PER_PRODUCT // n)
-            for at in range(0, len(members), step):
-                stack = source.blocks(starts[at:at + step], n)
-                groups.append((members[at:at + step], stack, np.any(stack != 0, axis=2)))
-        return cls(tuple(groups), sum(stack.nbytes + present.nbytes for _, stack, present in groups))
-
-    def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> None:
-        for chosen, stack, present in self.groups:
-            own[chosen], best[chosen] = _own_and_best_stacked(stack, q, present)
-
-
-def _gatherable(rows: VectorRows | np.ndarray) -> bool:
-    """Stored rows (`StoredRows`: a `source` with `blocks`), at least one."""
-    return hasattr(getattr(rows, "source", None), "blocks") and len(rows) > 0
-
-
-def _stored_groups(rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
-                   ) -> list[tuple[Any, int, list[int], list[int]]]:
-    """`rows_of` (`StoredRows` or None) grouped by source and block length: (source,
-    length, candidate positions, first rows)."""
-    groups: dict[tuple[int, int], tuple[Any, list[int], list[int]]] = {}
-    for i, rows in enumerate(rows_of):
-        if rows is None:
-            continue
-        n = len(rows) if read_parts else 1
-        source = getattr(rows, "source")  # noqa: B009 - a StoredRows attribute
-        _, members, starts = groups.setdefault((id(source), n), (source, [], []))
-        members.append(i)
-        starts.append(int(getattr(rows, "start")))  # noqa: B009 - a StoredRows attribute
-    return [(source, n, members, starts) for (_, n), (source, members, starts) in groups.items()]
-
-
-def _fill_own_and_best(own: np.ndarray, best: np.ndarray,
-                       rows_of: Sequence[VectorRows | np.ndarray | None], q: np.ndarray,
-                       read_parts: bool) -> None:
-    """`own[i]` and `best[i]` for every candidate i with vectors (`_own_and_best`'s values,
-    bit for bit). Stored rows (`StoredRows`: a `source` with `blocks`) are read per level
-    in one gather and multiplied in one product per block length: a batched `np.matmul`
-    runs the same matrix-vector product per block as `block @ q` does (one product over
-    all rows stacked would not: BLAS rounds a row by where it falls in the matrix, and the
-    scores, hence the run files, would change in their last bits). Other rows (arrays in
-    requests made by hand) go one by one."""
-    stored: list[VectorRows | np.ndarray | None] = []
-    for i, rows in enumerate(rows_of):
-        if rows is not None and not _gatherable(rows):
-            own[i], best[i] = _own_and_best(rows, q, read_parts)
-            rows = None
-        stored.append(rows)
-    plan = RowsPlan.of(stored, read_parts)
-    assert plan is not None
-    plan.fill(own, best, q)
-
-
-def _own_and_best_stacked(stack: np.ndarray, q: np.ndarray, present: np.ndarray | None = None
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """`_own_and_best` of every block of `stack` (blocks, rows, dim), as float64 arrays
-    (`present`: which rows are not all zero, when known)."""
-    sims = np.matmul(stack, q)  # (blocks, rows): block b's row equals stack[b] @ q exactly
-    if present is None:
-        present = np.any(stack != 0, axis=2)
-    own = sims[:, 0].astype(np.float64)
-    for b in np.flatnonzero(~present[:, 0]).tolist():  # no row of its own: its parts' mean
-        parts = sims[b, 1:][present[b, 1:]]
-        own[b] = float(parts.mean()) if parts.size else 0.0
-    if sims.shape[1] == 1:
-        return own, own.copy()
-    has_parts = present[:, 1:].any(axis=1)
-    highest = np.where(present[:, 1:], sims[:, 1:], np.float32(-np.inf)).max(axis=1)
-    return own, np.where(has_parts, highest.astype(np.float64), own)
-
-
-def _own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
-    block = np.asarray(rows if read_parts else rows[:1], dtype=np.float32)
-    sims = block @ q
-    present = np.any(block != 0, axis=1)
-    parts = sims[1:][present[1:]]
-    if present[0]:
-        own = float(sims[0])
-    elif parts.size:
-        own = float(parts.mean())
-    else:
-        own = 0.0
-    return own, float(parts.max()) if parts.size else own
 
 
 @dataclass(frozen=True)
