@@ -52,7 +52,8 @@ def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: 
         write_bm25(tree, chunk=17, bucket_entries=301)
         stored = StoredBM25.open(tree.file, tree.meta)
         keys, texts = tree_passages(tree)
-        assert stored.ids.tolist() == tree.passage_ids().tolist()
+        every = np.arange(len(tree.passage_ids()))
+        assert stored.node_ids(every).tolist() == tree.passage_ids().tolist()
         reference = BM25Retriever(keys, texts)  # bm25s, in memory
         tokenize = _bm25.bm25_tokenizer()
         for query in _queries(texts):
@@ -62,6 +63,22 @@ def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: 
         from_tree = BM25Retriever.from_tree(tree)
         query = _queries(texts)[0]
         assert from_tree.retrieve(query, 10) == reference.retrieve(query, 10)
+
+
+def test_stored_ids_are_read_for_the_positions_asked_as_numpy_indexes_them(tmp_path: Path) -> None:
+    """`_Column.take` (positioned reads, runs within a page read once) against numpy's own
+    indexing of the same file: random positions in any order, repeats, neighbours, the ends."""
+    values = np.random.default_rng(2).integers(0, 1 << 40, 20_000).astype(np.int64)
+    np.save(tmp_path / "ids.npy", values)
+    column = _bm25._Column(tmp_path / "ids.npy", np.int64)
+    rng = np.random.default_rng(3)
+    for positions in (rng.integers(0, 20_000, 1_000), np.array([19_999, 0, 0, 1, 2, 511, 512, 513]),
+                      np.arange(5_000, 5_100)[::-1], np.array([], dtype=np.int64)):
+        assert np.array_equal(column.take(positions), values[positions])
+    for outside in ([20_000], [-1]):
+        with pytest.raises(IndexError):
+            column.take(outside)
+    column.close()
 
 
 def _documents(n: int, seed: int = 0) -> list[DocumentSpec]:
@@ -295,6 +312,10 @@ def test_ann_recall_against_exact_on_a_real_tree(xquad_tree: Path, tmp_path: Pat
         exact = DenseRetriever.from_tree(tree, search="exact")
         assert ann.search == "ann" and exact.search == "exact"
         queries = [q.flat_text() for q in read_queries(shared_data / "xquad-en" / "queries.jsonl")]
+        ann.retrieve(queries[0], 10)
+        assert ann._ids is None and ann.size == 240  # the index's labels: no id list read
+        vector = ann.query_vector(queries[1])
+        assert ann.retrieve_vector(vector, 10, exact=True) == exact.retrieve_vector(vector, 10)
         recall = ann.approximation_recall(queries[::10], k=10)
         everything = ann.ann.search(ann.query_vector(queries[0]), 10, nprobe=4)[0]
         from decisionrag._eval._data import load_dataset

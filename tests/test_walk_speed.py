@@ -355,6 +355,26 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
     stored.close()
 
 
+def test_a_walk_over_a_big_level_hands_freed_memory_back_and_a_small_one_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from decisionrag import _memory
+    from decisionrag._navigate import _navigator
+
+    if sys.platform.startswith("linux") and _memory._malloc_trim() is not None:
+        assert _memory.release_freed() is True  # glibc: malloc_trim is there and runs
+    released: list[int] = []
+    monkeypatch.setattr(_navigator, "release_freed", lambda: released.append(1) or True)
+    tree = pets_tree(tmp_path / "pets.tree")
+    navigator = Navigator(tree, ScriptedJudge(), preset())
+    navigator.retrieve("cat food", k=3)  # a handful of candidates
+    assert released == []
+    monkeypatch.setattr(_navigator, "RELEASE_AFTER_CANDIDATES", 3)
+    navigator.retrieve("cat food", k=3)
+    assert released == [1]
+
+
 def test_recurring_lists_keep_plans_from_the_second_sighting_within_their_budget() -> None:
     from decisionrag._judges._evidence import RecurringLists
 
@@ -376,6 +396,27 @@ def test_recurring_lists_keep_plans_from_the_second_sighting_within_their_budget
     assert list(plans._kept) == [("b",)]
     plans.get(("c",), [], make("c", 500))
     assert plans.get(("c",), [], make("c", 500)) is not None and ("c",) not in plans._kept
+
+
+def test_recurring_lists_remember_a_list_seen_once_by_an_integer_and_count_kept_keys() -> None:
+    """A 16,000-candidate level that differs query by query (NQ size) must not leave its
+    ids behind: seen once, only a hash is kept; a kept plan's packed key counts in the budget."""
+    from decisionrag._judges._evidence import RecurringLists
+
+    class Plan:
+        nbytes = 10
+
+    members = [object() for _ in range(16_000)]
+    plans = RecurringLists(200_000)
+    key = plans.key(("rows", True), members)
+    assert key[:2] == ("rows", True) and len(key[2]) == 8 * 16_000
+    assert key == plans.key(("rows", True), list(members)) != plans.key(("rows", True), members[1:])
+    assert plans.get(key, members, Plan) is None
+    assert all(isinstance(seen, int) for seen in plans._seen)
+    assert plans.get(key, members, Plan) is not None and plans._bytes == 10 + 8 * 16_000
+    small = RecurringLists(8 * 16_000)  # the plan fits, plan and key together do not
+    small.get(key, members, Plan)
+    assert small.get(key, members, Plan) is not None and not small._kept
 
 
 def test_hybrid_candidates_fused_by_node_id_equal_the_fusion_by_key(xquad_tree: Path) -> None:

@@ -266,7 +266,7 @@ class EmbeddedJudge(Judge):
     def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None) -> np.ndarray:
         if lexicon is None or not self.calibration.lexical_weight:
             return np.zeros(len(texts))
-        index = self.plans.get(("words", id(lexicon), *map(id, texts)), (lexicon, texts),
+        index = self.plans.get(self.plans.key(("words", id(lexicon)), texts), (lexicon, texts),
                                lambda: lexicon.index(texts))
         return np.asarray(lexicon.scores(query, texts, index))
 
@@ -274,7 +274,7 @@ class EmbeddedJudge(Judge):
                            rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,
                            read_parts: bool) -> None:
         """`_fill_own_and_best`, its stored rows gathered once for a list that recurs."""
-        plan = self.plans.get(("rows", read_parts, *map(id, rows_of)), rows_of,
+        plan = self.plans.get(self.plans.key(("rows", read_parts), rows_of), rows_of,
                               lambda: RowsPlan.of(rows_of, read_parts))
         if plan is None:  # seen once, or rows that are not all stored
             fill_own_and_best(own, best, rows_of, q, read_parts)

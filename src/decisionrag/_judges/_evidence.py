@@ -24,42 +24,50 @@ ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d flo
 
 class RecurringLists:
     """What is worth keeping for a list of candidates that comes back query after query (a
-    page level): a list seen once is only remembered by its key (ids of its items); seen
-    again, its plan is made and kept, with the items it was made from (so that their ids
-    stay theirs), least recently used dropped first beyond `budget` bytes. Lists seen once
-    (a passage stage's) cost a key and nothing else."""
+    page level): a list seen once is only remembered by a hash of its key; seen again, its
+    plan is made and kept, with the items it was made from (so that the ids in its key stay
+    theirs), least recently used dropped first beyond `budget` bytes (keys counted). Lists
+    seen once (a passage stage's, or an NQ-sized page level's 16,000 pages, which differ
+    query by query) cost an integer each and nothing else."""
 
-    SEEN = 256  # keys of lists seen once, remembered
+    SEEN = 256  # hashes of keys of lists seen once, remembered
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        self._seen: OrderedDict[int, None] = OrderedDict()
+        self._kept: OrderedDict[tuple[Any, ...], tuple[Any, Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+
+    @staticmethod
+    def key(tag: tuple[Any, ...], members: Sequence[Any]) -> tuple[Any, ...]:
+        """The key of a list: `tag` and its members' ids packed 8 bytes each (a tuple of
+        16,000 ints would take half a megabyte)."""
+        return (*tag, np.fromiter(map(id, members), np.uint64, len(members)).tobytes())
 
     def get(self, key: tuple[Any, ...], items: Any, make: Callable[[], Any]) -> Any:
         """The plan kept for `key`, made by `make()` on the list's second sighting; None the
         first time (and for a plan larger than the budget)."""
+        seen = hash(key)
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
                 self._kept.move_to_end(key)
                 return kept[1]
-            if key not in self._seen:
-                self._seen[key] = None
+            if seen not in self._seen:
+                self._seen[seen] = None
                 if len(self._seen) > self.SEEN:
                     self._seen.popitem(last=False)
                 return None
         plan = make()
-        size = int(getattr(plan, "nbytes", 0))
+        size = int(getattr(plan, "nbytes", 0)) + sum(len(k) for k in key if isinstance(k, bytes))
         with self._lock:
-            if size <= self.budget and key not in self._kept:
-                self._kept[key] = (items, plan)
+            if plan is not None and size <= self.budget and key not in self._kept:
+                self._kept[key] = (items, plan, size)
                 self._bytes += size
                 while self._bytes > self.budget:
-                    _, (_, dropped) = self._kept.popitem(last=False)
-                    self._bytes -= int(getattr(dropped, "nbytes", 0))
+                    _, (_, _, dropped) = self._kept.popitem(last=False)
+                    self._bytes -= dropped
         return plan
 
 

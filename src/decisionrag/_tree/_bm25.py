@@ -36,6 +36,7 @@ positioned read, so a query's memory is its columns and one score per passage.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import TreeFormatError, missing_extra
 from .._files import atomic_path, atomic_write, temporary_folder_beside
@@ -56,6 +58,7 @@ BM25_VERSION = 1
 HEADER = "index.json"
 CHUNK_PASSAGES = 20_000  # passages tokenized at once while building
 BUCKET_ENTRIES = 4_000_000  # matrix entries assembled at once while building (about 80 MB)
+_PAGE_BYTES = 4096  # `_Column.take` reads positions this close together in one read
 ARRAYS = ("ids", "indptr", "indices", "data", "terms", "offsets", "columns")
 TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "stopwords": "en",
              "stemmer": "english"}
@@ -331,17 +334,25 @@ class StoredBM25:
         self.n_docs = int(header["docs"])
         try:
             arrays = {name: np.load(folder / f"{name}-{token}.npy", mmap_mode="r")
-                      for name in ("ids", "indptr", "terms", "offsets", "columns")}
+                      for name in ("indptr", "terms", "offsets", "columns")}
+            # the passages' node ids (8 bytes each: 21 MB at NQ size) are read for the hits
+            # a query keeps, not mapped: a mapping's pages stay resident once touched
+            self._ids = _Column(folder / f"ids-{token}.npy", np.int64)
         except (OSError, ValueError) as exc:
             raise BM25IndexError(f"{folder}: unreadable BM25 index ({exc}); rebuild it with "
                                  f"`decisionrag index {folder.name.removesuffix('.bm25')}`") from exc
-        self.ids, self.indptr = arrays["ids"], arrays["indptr"]
+        self.indptr = arrays["indptr"]
         self._terms, self._offsets, self._columns = (arrays["terms"], arrays["offsets"],
                                                      arrays["columns"])
-        if len(self.ids) != self.n_docs or len(self.indptr) != int(header["terms"]) + 1:
+        if self._ids.length != self.n_docs or len(self.indptr) != int(header["terms"]) + 1:
+            self._ids.close()
             raise BM25IndexError(f"{folder}: BM25 arrays do not match their header; rebuild it")
         self._files = {name: _Column(folder / f"{name}-{token}.npy", dtype)
                        for name, dtype in (("indices", np.int32), ("data", np.float32))}
+
+    def node_ids(self, positions: npt.ArrayLike) -> np.ndarray:
+        """The node ids of the passages at index `positions` (a query's hits)."""
+        return self._ids.take(positions)
 
     @classmethod
     def open(cls, tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -> StoredBM25:
@@ -396,6 +407,7 @@ class StoredBM25:
         return scores
 
     def close(self) -> None:
+        self._ids.close()
         for column in self._files.values():
             column.close()
 
@@ -410,16 +422,35 @@ class _Column:
             major, _minor = np.lib.format.read_magic(stream)
             read = (np.lib.format.read_array_header_1_0 if major == 1
                     else np.lib.format.read_array_header_2_0)
-            _shape, _order, descr = read(stream)
+            shape, _order, descr = read(stream)
             self.offset = stream.tell()
-        if descr != self.dtype:
-            raise BM25IndexError(f"{path}: holds {descr}, expected {self.dtype}")
+        if descr != self.dtype or len(shape) != 1:
+            raise BM25IndexError(f"{path}: holds {descr} of shape {shape}, expected 1-d {self.dtype}")
+        self.length = int(shape[0])
         self._fd = os.open(path, os.O_RDONLY)
 
     def read(self, start: int, stop: int) -> np.ndarray:
         size = self.dtype.itemsize
         data = os.pread(self._fd, (stop - start) * size, self.offset + start * size)
         return np.frombuffer(data, dtype=self.dtype)
+
+    def take(self, positions: npt.ArrayLike) -> np.ndarray:
+        """The entries at `positions` (any order, repeats allowed): one positioned read per
+        run of sorted positions less than a page apart."""
+        wanted = np.asarray(positions, dtype=np.int64).reshape(-1)
+        out = np.empty(len(wanted), dtype=self.dtype)
+        if not len(wanted):
+            return out
+        if int(wanted.min()) < 0 or int(wanted.max()) >= self.length:
+            raise IndexError(f"positions outside 0..{self.length - 1}")
+        order = np.argsort(wanted, kind="stable")
+        ranked = wanted[order]
+        near = _PAGE_BYTES // self.dtype.itemsize
+        bounds = [0, *(np.flatnonzero(np.diff(ranked) > near) + 1).tolist(), len(ranked)]
+        for a, b in itertools.pairwise(bounds):
+            first = int(ranked[a])
+            out[order[a:b]] = self.read(first, int(ranked[b - 1]) + 1)[ranked[a:b] - first]
+        return out
 
     def close(self) -> None:
         if self._fd >= 0:
