@@ -44,9 +44,13 @@ def _queries(texts: Sequence[str]) -> list[str]:
 # -- BM25 -------------------------------------------------------------------------------------
 
 
-def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("piece", [1 << 18, 7])
+def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
     """The oracle: a streamed index (tiny chunks and buckets, so every path of the merge runs)
-    scores every passage exactly as bm25s's own index of the same texts."""
+    scores every passage exactly as bm25s's own index of the same texts, its columns read
+    whole or a few entries at a time (`piece`)."""
+    monkeypatch.setattr(_bm25, "COLUMN_PIECE", piece)
     tree_path = _copy_tree(xquad_tree, tmp_path)
     with Tree.open(tree_path) as tree:
         write_bm25(tree, chunk=17, bucket_entries=301)

@@ -58,6 +58,7 @@ BM25_VERSION = 1
 HEADER = "index.json"
 CHUNK_PASSAGES = 20_000  # passages tokenized at once while building
 BUCKET_ENTRIES = 4_000_000  # matrix entries assembled at once while building (about 80 MB)
+COLUMN_PIECE = 1 << 18  # entries of a term's column read and added at once (2 MB)
 _PAGE_BYTES = 4096  # `_Column.take` reads positions this close together in one read
 ARRAYS = ("ids", "indptr", "indices", "data", "terms", "offsets", "columns")
 TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "stopwords": "en",
@@ -402,8 +403,13 @@ class StoredBM25:
             column = self.column(term)
             if column is None:
                 continue
-            start, stop = int(self.indptr[column]), int(self.indptr[column + 1])
-            scores[self._files["indices"].read(start, stop)] += self._files["data"].read(start, stop)
+            first, end = int(self.indptr[column]), int(self.indptr[column + 1])
+            # a common term's column holds most passages (21 MB of entries at NQ size, and as
+            # much again in temporaries): read and added a piece at a time. A passage occurs
+            # once in a column, so each score gets the same additions in the same order.
+            for start in range(first, end, COLUMN_PIECE):
+                stop = min(end, start + COLUMN_PIECE)
+                scores[self._files["indices"].read(start, stop)] += self._files["data"].read(start, stop)
         return scores
 
     def close(self) -> None:
