@@ -362,3 +362,27 @@ def test_auto_scans_exactly_with_a_warning_when_a_large_tree_has_no_index(
             assert _ann_index(tree, stored, "auto") is None
         with pytest.raises(MissingDependency, match=r"decisionrag\[ann\]"):
             _ann_index(tree, stored, "ann")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_positions_by_pieces_picks_what_one_pass_picks(seed: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrowing a large score array piece by piece returns the same positions in the same
+    order as one partition over the whole array: ties (heavy here: scores drawn from a few
+    values, whole pieces of zeros), ties at the cut-off, NaN, pieces shorter than k."""
+    import decisionrag._retrievers as retrievers
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(40, 400))
+    scores = rng.choice(np.float32([0, 0, 0.5, 1, 1.5, 2]), size) if seed % 3 else \
+        rng.random(size).astype(np.float32)
+    if seed % 4 == 1:
+        scores[: size // 2] = 0
+    if seed % 5 == 2:
+        scores[rng.integers(0, size, 3)] = np.nan
+    if seed == 11:
+        scores[:] = 0
+    monkeypatch.setattr(retrievers, "TOP_PIECE", int(rng.integers(9, 40)))
+    for k in (1, 3, 4, int(rng.integers(1, 9))):
+        expected = retrievers._best_first(scores, min(k, size))
+        assert retrievers.top_positions(scores, k).tolist() == expected.tolist()

@@ -102,3 +102,70 @@ def test_a_cached_entry_holds_one_copy_of_equal_strings(tmp_path: Path) -> None:
         assert entry.line is entry.text
     messy = "Renew  your\tpassport [online]"
     assert clean_line(messy) == clean(messy) == "Renew your passport [online]"
+
+
+def test_ascii_lines_are_cleaned_as_the_full_table_cleans_them() -> None:
+    """ASCII text skips the per-character table where it holds no control character that
+    `str.split` keeps: the line is the same as through the table (random ASCII, markers,
+    brackets and every control character among them)."""
+    import random
+
+    from decisionrag._navigate import _clean
+
+    def through_the_table(text: str) -> str:
+        line = _clean._defused(" ".join(text.translate(_clean._NORMALISE).split()))
+        return text if line == text else line
+
+    rng = random.Random(5)
+    alphabet = [chr(i) for i in range(128)] + list("[] :'") * 20 + list("end of pages user's question ")
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert clean_line(text) == through_the_table(text), repr(text)
+
+
+def _groups_tree(path: Path, groups: int, pages: int) -> Path:
+    from decisionrag import DocumentSpec, PassageSpec, TreeWriter
+
+    with TreeWriter(path) as writer:
+        for g in range(groups):
+            group = writer.add_group(f"Group {g}", key=f"g{g}")
+            for p in range(pages):
+                writer.add_document(DocumentSpec(f"Page {g}-{p}", [PassageSpec(f"text {g} {p}")],
+                                                 key=f"p{g}-{p}"), parent=group)
+    return path
+
+
+def test_the_views_caches_stay_within_their_budget_and_keep_what_was_used_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most `cache_nodes` children and as many entries: entries live in two generations,
+    so pages shown in the last rounds come back as the same objects (not rebuilt) while the
+    oldest are dropped; DECISIONRAG_CACHE_NODES sets the budget, and a bad value is named."""
+    from decisionrag._errors import InputError
+    from decisionrag._navigate._view import TreeView, default_cache_nodes
+
+    path = _groups_tree(tmp_path / "g.tree", groups=12, pages=10)
+    with Tree.open(path) as tree:
+        view = TreeView(tree, len, cache_nodes=40)
+        groups = view.split_children(tree.root.id).groups
+        shown = {}
+        for round_ in range(3):
+            for group in groups:
+                pages = view.split_children(group.id).documents
+                entries = view.entries("document", pages, "title")
+                assert view._children_held <= 40 + 10 + 12  # the root's children stay too
+                assert sum(map(len, view._entries.values())) + sum(
+                    map(len, view._old_entries.values())) <= 40 + 10
+                if round_ == 0:
+                    shown[group.key] = entries
+        last = groups[-1]
+        again = view.entries("document", view.split_children(last.id).documents, "title")
+        # rebuilt since round 0, then kept because just used
+        assert all(a is b for a, b in zip(again, shown[last.key], strict=True)) is False
+        fresh = view.entries("document", view.split_children(last.id).documents, "title")
+        assert all(a is b for a, b in zip(again, fresh, strict=True))
+        assert [e.key for e in fresh] == [f"{last.key.replace('g', 'p')}-{p}" for p in range(10)]
+    monkeypatch.setenv("DECISIONRAG_CACHE_NODES", "12_000")
+    assert default_cache_nodes() == 12_000
+    monkeypatch.setenv("DECISIONRAG_CACHE_NODES", "lots")
+    with pytest.raises(InputError, match="DECISIONRAG_CACHE_NODES='lots'"):
+        default_cache_nodes()

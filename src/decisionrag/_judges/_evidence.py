@@ -19,7 +19,7 @@ import numpy as np
 
 from ._base import VectorRows
 
-ROWS_PER_PRODUCT = 8_192  # stored rows gathered per product (12 MB of 384-d float32)
+ROWS_PER_PRODUCT = 2_048  # stored rows gathered per product (3 MB of 384-d float32)
 
 
 class RecurringLists:
@@ -130,17 +130,20 @@ def fill_own_and_best(own: np.ndarray, best: np.ndarray,
     in one gather and multiplied in one product per block length: a batched `np.matmul`
     runs the same matrix-vector product per block as `block @ q` does (one product over
     all rows stacked would not: BLAS rounds a row by where it falls in the matrix, and the
-    scores, hence the run files, would change in their last bits). Other rows (arrays in
-    requests made by hand) go one by one."""
+    scores, hence the run files, would change in their last bits). A block is gathered,
+    multiplied and let go before the next (an NQ-sized page level's rows would take tens of
+    megabytes at once). Other rows (arrays in requests made by hand) go one by one."""
     stored: list[VectorRows | np.ndarray | None] = []
     for i, rows in enumerate(rows_of):
         if rows is not None and not _gatherable(rows):
             own[i], best[i] = own_and_best(rows, q, read_parts)
             rows = None
         stored.append(rows)
-    plan = RowsPlan.of(stored, read_parts)
-    assert plan is not None
-    plan.fill(own, best, q)
+    for source, n, members, starts in _stored_groups(stored, read_parts):
+        step = max(1, ROWS_PER_PRODUCT // n)
+        for at in range(0, len(members), step):  # one block gathered at a time: bounded memory
+            chosen = members[at:at + step]
+            own[chosen], best[chosen] = own_and_best_stacked(source.blocks(starts[at:at + step], n), q)
 
 
 def own_and_best_stacked(stack: np.ndarray, q: np.ndarray, present: np.ndarray | None = None

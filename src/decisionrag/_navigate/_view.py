@@ -2,13 +2,17 @@
 order, candidate entries (rendered once, token-counted once), ancestry, reading order.
 
 One `TreeView` lives as long as its `Navigator` and is shared by every walk; its caches are
-bounded (CHILDREN_CACHE_NODES). Nothing here depends on a query.
+bounded (`cache_nodes`, default CHILDREN_CACHE_NODES or ``DECISIONRAG_CACHE_NODES``): a
+cached page costs about 850 bytes (its node and its entry), and a process that walks an
+NQ-sized tree would otherwise hold all 108,626 pages after enough queries (about 400 MB in
+all; docs/benchmarks.md, issue 30). Nothing here depends on a query.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +27,8 @@ from ._config import Preset
 from ._filters import Filter
 from ._render import Entry, Kind, truncated_entry
 
-CHILDREN_CACHE_NODES = 250_000  # about 100 MB of group/page nodes at most
+CHILDREN_CACHE_NODES = 100_000  # cached children, and as many entries: about 85 MB
+NODE_CACHE_NODES = 20_000  # nodes looked up one by one (pages of passages, ancestors)
 READ_AHEAD_SHARE = 0.8  # reading ahead stops when the caches are this full
 
 
@@ -42,6 +47,22 @@ class Children:
         return cls(nodes, documents, groups)
 
 
+def default_cache_nodes() -> int:
+    """CHILDREN_CACHE_NODES, or $DECISIONRAG_CACHE_NODES (more: faster walks over a large
+    tree for more memory, about 850 bytes a page)."""
+    given = os.environ.get("DECISIONRAG_CACHE_NODES", "").strip()
+    if not given:
+        return CHILDREN_CACHE_NODES
+    try:
+        value = int(given.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"DECISIONRAG_CACHE_NODES={given!r}: expected a positive whole number "
+                         f"of nodes (default {CHILDREN_CACHE_NODES:,})")
+    return value
+
+
 # Pages are read through their passages' vectors up to this corpus size; above it through
 # their centroid only, so a page level of 16,000 pages does not map every passage vector.
 PAGE_PARTS_UP_TO = 500_000
@@ -53,8 +74,9 @@ class TreeView:
 
     def __init__(self, tree: Tree, count_tokens: Callable[[str], int],
                  candidate_tokens: int | None = None, *, vectors: NodeVectors | None = None,
-                 lexicon: Lexicon | None = None) -> None:
+                 lexicon: Lexicon | None = None, cache_nodes: int | None = None) -> None:
         self.tree = tree
+        self.cache_nodes = cache_nodes if cache_nodes is not None else default_cache_nodes()
         self.candidate_tokens = candidate_tokens  # longer candidate texts are cut to their head
         self.vectors = vectors  # stored node vectors in the judge's space (None: text only)
         self.lexicon = lexicon  # the corpus's word statistics, carried by every request
@@ -65,7 +87,12 @@ class TreeView:
         self._children: OrderedDict[int, Children] = OrderedDict()
         self._children_held = 0
         self._documents: list[Node] | None = None
+        # entries in two generations: a lookup reads the young one, then the old one (and
+        # brings what it finds back); when the young one holds half the budget, the old one
+        # is dropped and the young one becomes old (least recently used go, in bulk, with no
+        # recency list to keep per lookup)
         self._entries: dict[tuple[str, str], dict[int, Entry]] = {}
+        self._old_entries: dict[tuple[str, str], dict[int, Entry]] = {}
         self._entries_held = 0
         self._headers: dict[int | None, tuple[str, ...]] = {}
         self._summaries: dict[int, Summary] = {}
@@ -109,8 +136,8 @@ class TreeView:
             await asyncio.sleep(0)
 
     def room_for_reading_ahead(self) -> bool:
-        limit = READ_AHEAD_SHARE * CHILDREN_CACHE_NODES
-        return self._children_held < limit and self._entries_held < limit
+        limit = READ_AHEAD_SHARE * self.cache_nodes
+        return self._children_held < limit and self._entries_held < limit / 2
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -118,6 +145,8 @@ class TreeView:
         """A node by id, cached (groups and pages are looked up again and again)."""
         node = self._cache.get(node_id)
         if node is None:
+            if len(self._cache) >= NODE_CACHE_NODES:
+                self._cache.clear()  # full: start again (a walk looks up a few hundred)
             node = self._cache[node_id] = self.tree.node(node_id)
         return node
 
@@ -151,7 +180,7 @@ class TreeView:
         found = Children.of(self.tree.children(node_id))
         self._children[node_id] = found
         self._children_held += len(found.all)
-        while self._children_held > CHILDREN_CACHE_NODES and len(self._children) > 1:
+        while self._children_held > self.cache_nodes and len(self._children) > 1:
             _, dropped = self._children.popitem(last=False)
             self._children_held -= len(dropped.all)
         return found
@@ -245,15 +274,25 @@ class TreeView:
 
     def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
         """`entry` for many nodes at once: one dict lookup per node when cached."""
-        if self._entries_held + len(nodes) > CHILDREN_CACHE_NODES:
-            self._entries.clear()  # full: start again rather than track recency per entry
+        if self._entries_held + len(nodes) > self.cache_nodes // 2:
+            self._old_entries, self._entries = self._entries, {}
             self._entries_held = 0
         table = self._entries.setdefault((kind, render), {})
+        old = self._old_entries.get((kind, render), {})
         before = len(table)
         get = table.get
-        found = [get(node.id) or self._new_entry(table, kind, node, render) for node in nodes]
+        found = [get(node.id) or self._older_entry(table, old, kind, node, render)
+                 for node in nodes]
         self._entries_held += len(table) - before
         return found
+
+    def _older_entry(self, table: dict[int, Entry], old: dict[int, Entry], kind: Kind,
+                     node: Node, render: str) -> Entry:
+        entry = old.pop(node.id, None)
+        if entry is None:
+            return self._new_entry(table, kind, node, render)
+        table[node.id] = entry
+        return entry
 
     def _new_entry(self, table: dict[int, Entry], kind: Kind, node: Node, render: str) -> Entry:
         entry = self._make_entry(kind, node, render)
