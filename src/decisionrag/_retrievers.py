@@ -37,7 +37,7 @@ def tree_passages(tree: Tree) -> tuple[list[str], list[str]]:
     return keys, texts
 
 
-TOP_PIECE = 1 << 19  # scores looked through per piece when the array is larger (2 MB of float32)
+TOP_PIECE = 1 << 17  # scores looked through per piece when the array is larger (512 kB of float32)
 
 
 def top_positions(scores: np.ndarray, k: int) -> np.ndarray:

@@ -2,10 +2,15 @@
 order, candidate entries (rendered once, token-counted once), ancestry, reading order.
 
 One `TreeView` lives as long as its `Navigator` and is shared by every walk; its caches are
-bounded (`cache_nodes`, default CHILDREN_CACHE_NODES or ``DECISIONRAG_CACHE_NODES``): a
-cached page costs about 850 bytes (its node and its entry), and a process that walks an
-NQ-sized tree would otherwise hold all 108,626 pages after enough queries (about 400 MB in
-all; docs/benchmarks.md, issue 30). Nothing here depends on a query.
+bounded. Groups' children and the entries of groups and pages recur query after query (a
+page level is the same 16,000 pages every time): up to `cache_nodes` of them are held
+(CHILDREN_CACHE_NODES, or ``DECISIONRAG_CACHE_NODES``; about 850 bytes a page), enough for
+every page of an NQ-sized tree, whose page level would otherwise be rebuilt on each query.
+Heading and passage entries carry their text and rarely recur (a walk opens a few dozen
+pages of millions of passages): CONTENT_ENTRIES of them at most (LARGE_TREE_CONTENT_ENTRIES
+above PAGE_PARTS_UP_TO passages), so that a long-running process does not keep every
+passage it has shown (docs/benchmarks.md, issue 30). Nothing
+here depends on a query.
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from ._config import Preset
 from ._filters import Filter
 from ._render import Entry, Kind, truncated_entry
 
-CHILDREN_CACHE_NODES = 100_000  # cached children, and as many entries: about 85 MB
+CHILDREN_CACHE_NODES = 250_000  # groups' children, and as many group and page entries
+CONTENT_ENTRIES = 20_000  # heading and passage entries (with their texts: about 30 MB)
+# above PAGE_PARTS_UP_TO passages a passage shown once is seldom shown again: fewer are kept
+LARGE_TREE_CONTENT_ENTRIES = 4_096
 NODE_CACHE_NODES = 20_000  # nodes looked up one by one (pages of passages, ancestors)
-READ_AHEAD_SHARE = 0.8  # reading ahead stops when the caches are this full
+READ_AHEAD_SHARE = 0.9  # reading ahead stops when the caches are this full
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,31 @@ def default_cache_nodes() -> int:
     return value
 
 
+class Generations:
+    """Entries by (kind, render) and node id, at most `limit` of them, in two generations: a
+    lookup reads the young one, then the old one (bringing what it finds back); when the
+    young one would pass half the limit, the old one is dropped and the young one becomes
+    old. The least recently used go, in bulk, with no recency list kept per lookup."""
+
+    __slots__ = ("held", "limit", "old", "young")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.young: dict[tuple[str, str], dict[int, Entry]] = {}
+        self.old: dict[tuple[str, str], dict[int, Entry]] = {}
+        self.held = 0  # entries in the young generation
+
+    def tables(self, key: tuple[str, str], adding: int) -> tuple[dict[int, Entry], dict[int, Entry]]:
+        """The young and old tables of `key`, with room made for `adding` entries."""
+        if self.held + adding > self.limit // 2:
+            self.old, self.young = self.young, {}
+            self.held = 0
+        return self.young.setdefault(key, {}), self.old.get(key, {})
+
+    def __len__(self) -> int:
+        return sum(map(len, self.young.values())) + sum(map(len, self.old.values()))
+
+
 # Pages are read through their passages' vectors up to this corpus size; above it through
 # their centroid only, so a page level of 16,000 pages does not map every passage vector.
 PAGE_PARTS_UP_TO = 500_000
@@ -87,13 +120,9 @@ class TreeView:
         self._children: OrderedDict[int, Children] = OrderedDict()
         self._children_held = 0
         self._documents: list[Node] | None = None
-        # entries in two generations: a lookup reads the young one, then the old one (and
-        # brings what it finds back); when the young one holds half the budget, the old one
-        # is dropped and the young one becomes old (least recently used go, in bulk, with no
-        # recency list to keep per lookup)
-        self._entries: dict[tuple[str, str], dict[int, Entry]] = {}
-        self._old_entries: dict[tuple[str, str], dict[int, Entry]] = {}
-        self._entries_held = 0
+        self._outline_entries = Generations(self.cache_nodes)  # groups and pages
+        self._content_entries = Generations(  # headings and passages
+            CONTENT_ENTRIES if self._page_parts else LARGE_TREE_CONTENT_ENTRIES)
         self._headers: dict[int | None, tuple[str, ...]] = {}
         self._summaries: dict[int, Summary] = {}
         self._summarised = True  # False for a tree written before summaries existed
@@ -137,7 +166,7 @@ class TreeView:
 
     def room_for_reading_ahead(self) -> bool:
         limit = READ_AHEAD_SHARE * self.cache_nodes
-        return self._children_held < limit and self._entries_held < limit / 2
+        return self._children_held < limit and self._outline_entries.held < limit / 2  # young
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -171,8 +200,8 @@ class TreeView:
     def split_children(self, node_id: int) -> Children:
         """The children of a root or group node, also split into pages and groups; cached:
         the tree never changes under a view, and a page level of 16,000 titles costs a
-        query 0.1 s of SQL otherwise. Holds at most CHILDREN_CACHE_NODES nodes, least
-        recently used dropped first."""
+        query 0.1 s of SQL otherwise. Holds at most `cache_nodes` nodes, least recently
+        used dropped first."""
         found = self._children.get(node_id)
         if found is not None:
             self._children.move_to_end(node_id)
@@ -274,16 +303,13 @@ class TreeView:
 
     def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
         """`entry` for many nodes at once: one dict lookup per node when cached."""
-        if self._entries_held + len(nodes) > self.cache_nodes // 2:
-            self._old_entries, self._entries = self._entries, {}
-            self._entries_held = 0
-        table = self._entries.setdefault((kind, render), {})
-        old = self._old_entries.get((kind, render), {})
+        cache = self._content_entries if kind in ("heading", "passage") else self._outline_entries
+        table, old = cache.tables((kind, render), len(nodes))
         before = len(table)
         get = table.get
         found = [get(node.id) or self._older_entry(table, old, kind, node, render)
                  for node in nodes]
-        self._entries_held += len(table) - before
+        cache.held += len(table) - before
         return found
 
     def _older_entry(self, table: dict[int, Entry], old: dict[int, Entry], kind: Kind,

@@ -24,7 +24,7 @@ from ._level import LevelEngine
 from ._ranking import Scored, close_stage, judge_level
 from ._recovery import Recovery
 from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
-from ._result import Hit, Location, Result, Stage
+from ._result import Hit, Location, Result, Stage, Trace
 from ._retriever import Retriever
 from ._view import TreeView
 
@@ -85,7 +85,11 @@ class Walk:
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
-        self.recovery = Recovery(preset.recovery, self.levels, view, self.admit,
+        # the filter step as its own object, not a bound method of the walk: the walk holds
+        # the recovery, and a recovery holding the walk would be a cycle that keeps each
+        # finished walk (its 16,000-score traces) until a full garbage collection
+        self.admission = Admission(view, filters, self.trace)
+        self.recovery = Recovery(preset.recovery, self.levels, view, self.admission,
                                  preset.documents.render)
         self.passage_contexts = 0  # the shared contexts the passage stage was judged in
 
@@ -391,8 +395,23 @@ class Walk:
     # -- metadata filters -----------------------------------------------------------------
 
     def admit(self, nodes: list[Node], stage: str) -> list[Node]:
-        """`nodes` without those the filters rule out (`TreeView.admissible`), counted under
-        `stage` in the trace. Every candidate list of the walk passes through here."""
+        """`nodes` without those the filters rule out (see `Admission`)."""
+        return self.admission(nodes, stage)
+
+
+class Admission:
+    """A walk's filter step: `nodes` without those the filters rule out
+    (`TreeView.admissible`), counted under `stage` in the trace. Every candidate list of the
+    walk passes through here."""
+
+    __slots__ = ("filters", "trace", "view")
+
+    def __init__(self, view: TreeView, filters: Filter | None, trace: Trace) -> None:
+        self.view = view
+        self.filters = filters
+        self.trace = trace
+
+    def __call__(self, nodes: list[Node], stage: str) -> list[Node]:
         if self.filters is None or not nodes:
             return nodes
         kept = self.view.admissible(nodes, self.filters)
