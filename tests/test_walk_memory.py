@@ -157,10 +157,10 @@ def test_the_views_caches_stay_within_their_budget_and_keep_what_was_used_last(
                 pages = view.split_children(group.id).documents
                 entries = view.entries("document", pages, "title")
                 assert view._children_held <= 40 + 10 + 12  # the root's children stay too
-                assert len(view._outline_entries) <= 40 + 10
+                assert len(view._outline_entries) <= 40 + 2 * 10  # + a lookup each
                 passages = [p for page in pages for p in tree.passages_of(page)]
                 view.entries("passage", passages, "text")
-                assert len(view._content_entries) <= 16 + 10
+                assert len(view._content_entries) <= 16 + 2 * 10
                 if round_ == 0:
                     shown[group.key] = entries
         last = groups[-1]
@@ -204,3 +204,20 @@ def test_a_finished_walk_leaves_no_cycles_behind(tmp_path: Path, filters: dict[s
             gc.set_debug(0)
             gc.garbage.clear()
     assert ours == []
+
+
+def test_a_cached_level_looked_up_again_keeps_its_generation(tmp_path: Path) -> None:
+    """A level whose entries are all cached is read from the young generation as it is: the
+    lookup's size does not turn the generations over (which sent every later lookup of an
+    NQ page level, 16,293 pages, through the old one)."""
+    from decisionrag._navigate._view import TreeView
+
+    path = _groups_tree(tmp_path / "g.tree", groups=1, pages=15)
+    with Tree.open(path) as tree:
+        view = TreeView(tree, len, cache_nodes=40)  # generations of 20: one level fits
+        group = view.split_children(tree.root.id).groups[0]
+        pages = view.split_children(group.id).documents
+        first = view.entries("document", pages, "title")
+        again = view.entries("document", pages, "title")
+        assert all(a is b for a, b in zip(first, again, strict=True))
+        assert view._outline_entries.old == {} and view._outline_entries.held == 15

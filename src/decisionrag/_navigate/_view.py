@@ -72,10 +72,11 @@ def default_cache_nodes() -> int:
 
 
 class Generations:
-    """Entries by (kind, render) and node id, at most `limit` of them, in two generations: a
-    lookup reads the young one, then the old one (bringing what it finds back); when the
-    young one would pass half the limit, the old one is dropped and the young one becomes
-    old. The least recently used go, in bulk, with no recency list kept per lookup."""
+    """Entries by (kind, render) and node id, in two generations: a lookup reads the young
+    one, then the old one (bringing what it finds back); once the young one holds half of
+    `limit`, the next lookup drops the old one and the young one becomes old. The least
+    recently used go, in bulk, with no recency list kept per lookup. Each generation holds
+    at most half the limit plus one lookup's nodes."""
 
     __slots__ = ("held", "limit", "old", "young")
 
@@ -85,9 +86,11 @@ class Generations:
         self.old: dict[tuple[str, str], dict[int, Entry]] = {}
         self.held = 0  # entries in the young generation
 
-    def tables(self, key: tuple[str, str], adding: int) -> tuple[dict[int, Entry], dict[int, Entry]]:
-        """The young and old tables of `key`, with room made for `adding` entries."""
-        if self.held + adding > self.limit // 2:
+    def tables(self, key: tuple[str, str]) -> tuple[dict[int, Entry], dict[int, Entry]]:
+        """The young and old tables of `key`, the young one made anew when it is full. (Not
+        by the size of the coming lookup: a page level of 16,293 cached pages would turn
+        every generation over and send each lookup the slow way, through the old one.)"""
+        if self.held >= self.limit // 2:
             self.old, self.young = self.young, {}
             self.held = 0
         return self.young.setdefault(key, {}), self.old.get(key, {})
@@ -304,7 +307,7 @@ class TreeView:
     def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
         """`entry` for many nodes at once: one dict lookup per node when cached."""
         cache = self._content_entries if kind in ("heading", "passage") else self._outline_entries
-        table, old = cache.tables((kind, render), len(nodes))
+        table, old = cache.tables((kind, render))
         before = len(table)
         get = table.get
         found = [get(node.id) or self._older_entry(table, old, kind, node, render)
