@@ -117,3 +117,24 @@ def test_collapsing_is_the_default_of_every_preset(tree: Path) -> None:
             assert get_preset(name, opened, ScriptedJudge()).collapse_duplicates
         result = Navigator(opened, ScriptedJudge(), preset="flat").retrieve(QUERY, k=2)
     assert len({" ".join(hit.node.text.split()) for hit in result.hits}) == 2
+
+
+def test_duplicates_found_by_hash_are_confirmed_by_their_texts() -> None:
+    """Passages are grouped by the hash of their whitespace-collapsed text and compared by
+    the texts where hashes meet: the same text in other whitespace is a copy, another text
+    under the same hash (a collision, forced here) is not."""
+    from decisionrag._navigate._ranking import Scored
+    from decisionrag._navigate._walk import collapse_duplicates
+    from decisionrag._tree import Node, NodeKind
+
+    def scored(key: str, text: str) -> Scored:
+        node = Node(len(key), key, 0, NodeKind.PASSAGE, 0, 0, len(key), 1, "", "", (), text)
+        return Scored(node, 0.5, 0.5)
+
+    ranked = [scored("a", "Renew your passport."), scored("b", "Lost passports"),
+              scored("c", " Renew\tyour\n passport. "), scored("d", "Visas")]
+    kept, copies = collapse_duplicates(ranked)
+    assert [s.node.key for s in kept] == ["a", "b", "d"] and list(copies) == ["a"]
+    assert [n.key for n in copies["a"]] == ["c"]
+    kept, copies = collapse_duplicates(ranked, [7, 7, 7, 7])  # every hash the same
+    assert [s.node.key for s in kept] == ["a", "b", "d"] and [n.key for n in copies["a"]] == ["c"]

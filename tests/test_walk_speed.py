@@ -122,6 +122,24 @@ def test_a_judge_that_reads_no_context_gets_none_and_the_same_answers(tmp_path: 
     assert all(r.context for r in budgeted.calls)
 
 
+def test_entries_are_cleaned_for_rendering_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry's rendered line is made when a context is rendered, never for a judge that
+    reads none (the embedded judge's walk cleaned every new passage's text for nothing)."""
+    from decisionrag._navigate import _render
+
+    cleaned: list[str] = []
+    clean_line = _render.clean_line
+    monkeypatch.setattr(_render, "clean_line", lambda text: cleaned.append(text) or clean_line(text))
+    tree = pets_tree(tmp_path / "pets.tree")
+    settings = preset(documents=StageSettings(top_k=2, max_candidates_per_request=2))
+    Navigator(tree, _TextFreeJudge(), settings).retrieve("cat food", k=5)
+    assert cleaned == []
+    Navigator(tree, ScriptedJudge(), settings).retrieve("cat food", k=5)
+    assert cleaned
+    entry = Entry("k", "Renew  your\tpassport")
+    assert entry.line == "Renew your passport" and entry.line is entry.line  # made once
+
+
 def _entries(n: int, seed: int) -> list[Entry]:
     rng = random.Random(seed)
     entries, sibling = [], 0
@@ -219,7 +237,7 @@ def test_a_level_computed_in_one_call_gives_each_request_its_own_answers_bit_for
 
     requests = [request(10 * k, 3 + k % 9) for k in range(40)]
     requests += [request(5, 4, vectors=False), BinaryRequest("", ()),
-                 request(7, 3, query="visa abroad"), request(900, 30)]
+                 request(7, 3, query="visa abroad"), request(900, 30), request(950, 1)]
     by_hand = BinaryRequest("", ("q0", "q1"), "renew passport fee", (
         Candidate("h0", texts[0], rows[:4].copy()), Candidate("h1", texts[1], rows[4:6].copy())),
         statistics=lexicon, search="renew passport fee")  # arrays given by hand
@@ -302,6 +320,30 @@ def test_lexicon_scores_equal_the_one_text_at_a_time_scores(seed: int) -> None:
         assert lexicon.scores(query, corpus) == expected  # the same floats, not close ones
         assert lexicon.scores(query, corpus, lexicon.index(corpus)) == expected  # by postings
     assert lexicon.scores("passport", []) == []
+
+
+_CHARACTERS = ("abcxyzABCXYZ0123456789 \t\n.,;:-_'\"[]()!?/\\@#\x00\x7f"
+               "éÉßİıﬁ\u212a\u00b5ΣσςЖж日本\u0301\u00a0\u2003")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_terms_equal_the_pattern_tokenizer_on_any_text(seed: int) -> None:
+    """`terms` splits ASCII text by a byte table and keeps words' terms in a dict: the terms
+    are those of the lower-cased text's `[a-z0-9]+` words, stop words dropped, each stemmed
+    (the tokenizer the lexicons were counted with), in order, on ASCII and other text."""
+    from decisionrag import _words
+
+    rng = random.Random(seed)
+    texts = ["", "The Renewing of PASSPORTS, 2024!", "K\u212aelvin", "İstanbul ıs"]
+    texts += [" ".join(rng.choice(_VOCABULARY).upper() if rng.random() < 0.2 else rng.choice(_VOCABULARY)
+                       for _ in range(rng.randint(0, 30))) for _ in range(20)]
+    texts += ["".join(rng.choice(_CHARACTERS) for _ in range(rng.randint(0, 80))) for _ in range(50)]
+    for text in texts:
+        expected = [_words.stem(w) for w in _words._WORD.findall(text.lower())
+                    if w not in _words.STOPWORDS]
+        assert _words.terms(text) == expected, text
+        counts, length = _words.term_counts(text)
+        assert counts == {t: expected.count(t) for t in expected} and length == len(expected)
 
 
 @pytest.mark.parametrize("read_parts", [True, False])
@@ -437,3 +479,49 @@ def test_hybrid_candidates_fused_by_node_id_equal_the_fusion_by_key(xquad_tree: 
                             hybrid.dense.retrieve(query, depth)], k)  # type: ignore[union-attr]
             assert hybrid.retrieve(query, k) == expected, (query, k)
     tree.close()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rrf_of_ids_equals_the_keyed_fusion(seed: int) -> None:
+    """`rrf_ids` (arrays, no Python step per id) gives `rrf`'s ids, scores (the same floats)
+    and order (ties by first appearance), over overlapping, disjoint, empty and repeating
+    rankings."""
+    from decisionrag._retrievers import rrf, rrf_ids
+
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        rankings = [rng.permutation(int(rng.integers(1, 300)))[: int(rng.integers(0, 120))]
+                    for _ in range(int(rng.integers(1, 4)))]
+        if rng.random() < 0.2:  # an id twice in a ranking: fused as `rrf` fuses it
+            rankings[0] = np.concatenate([rankings[0], rankings[0][:3]])
+        for k in (1, 10, 1000):
+            expected = rrf([[(i, 0.0) for i in r.tolist()] for r in rankings], k)
+            ids, scores = rrf_ids(rankings, k)
+            assert list(zip(ids.tolist(), scores.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_p_yes_of_many_slices_equals_p_yes_slice_by_slice(seed: int) -> None:
+    """A level's P(yes) formed over all its requests at once (each value's lead over the
+    best other value of its own request) equals `p_yes` per request, bit for bit: slices of
+    one, ties at the top, repeated values, slices that start anywhere in the array."""
+    from decisionrag._judges._embedded import DEFAULT_CALIBRATION
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 60, int(rng.integers(1, 90)))
+    scores = rng.normal(0.4, 0.3, int(sizes.sum()))
+    scores[rng.random(scores.size) < 0.2] = 0.5  # ties, at the top of some slices
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    together = DEFAULT_CALIBRATION.p_yes_many(scores, bounds)
+    for a, b in itertools.pairwise(bounds.tolist()):
+        assert together[a:b].tolist() == DEFAULT_CALIBRATION.p_yes(scores[a:b]).tolist()
+
+
+def test_a_bad_answer_in_a_level_fails_its_own_request_only() -> None:
+    from decisionrag._errors import JudgeProtocolError
+    from decisionrag._judges._embedded import _checked_slices
+
+    checked = _checked_slices(np.array([0.5, 0.25, np.nan, 0.75, 1.5]), np.array([0, 2, 4, 5]), "j")
+    assert checked[0] == [0.5, 0.25]
+    assert isinstance(checked[1], JudgeProtocolError) and "answer 0" in str(checked[1])
+    assert isinstance(checked[2], JudgeProtocolError) and "1.5" in str(checked[2])

@@ -498,9 +498,8 @@ class HybridRetriever:
             return rrf([self.bm25.retrieve(query_text, depth),
                         self.dense.retrieve(query_text, depth)], k)
         # fused by node id, so that only the k kept are looked up as keys (not 2 x depth)
-        fused = rrf([[(i, 0.0) for i in ids.tolist()] for ids, _ in (lexical, semantic)], k)
-        ids = [i for i, _ in fused]
-        return list(zip(self.dense._tree.keys_of(ids), [s for _, s in fused], strict=True))
+        ids, scores = rrf_ids([lexical[0], semantic[0]], k)
+        return list(zip(self.dense._tree.keys_of(ids.tolist()), scores.tolist(), strict=True))
 
 
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
@@ -568,3 +567,27 @@ def rrf(rankings: Sequence[Sequence[tuple[Hashable, float]]], k: int,
     order = sorted(fused.items(), key=lambda item: -item[1])
     return order[:k]
 
+
+
+def rrf_ids(rankings: Sequence[np.ndarray], k: int, constant: int = RRF_K
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """`rrf` of rankings of integer ids, as arrays (ids, scores): the same fused scores (each
+    the same sum in the same order: 0.0, then each ranking's 1 / (constant + rank)) and the
+    same order (ties by first appearance), computed without a Python step per id."""
+    arrays = [np.asarray(ranking, dtype=np.int64) for ranking in rankings]
+    if any(np.unique(a).size != a.size for a in arrays):  # an id twice in one ranking
+        fused = rrf([[(i, 0.0) for i in a.tolist()] for a in arrays], k, constant)
+        return (np.asarray([i for i, _ in fused], dtype=np.int64),
+                np.asarray([v for _, v in fused], dtype=np.float64))
+    ids = np.zeros(0, dtype=np.int64)
+    scores = np.zeros(0, dtype=np.float64)
+    for a in arrays:
+        values = 1.0 / (constant + np.arange(1, a.size + 1, dtype=np.int64))
+        sorter = np.argsort(ids, kind="stable")
+        at = np.minimum(np.searchsorted(ids, a, sorter=sorter), max(ids.size - 1, 0))
+        seen = (ids[sorter[at]] == a) if ids.size else np.zeros(a.size, dtype=bool)
+        scores[sorter[at[seen]]] += values[seen]
+        ids = np.concatenate([ids, a[~seen]])
+        scores = np.concatenate([scores, 0.0 + values[~seen]])
+    best = np.argsort(-scores, kind="stable")[:k]
+    return ids[best], scores[best]

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,17 +49,58 @@ def stem(word: str) -> str:
     return word
 
 
+class _Terms(dict[str, str]):
+    """Each word's index term, "" for a stop word: made on first sight and kept (`stem`'s
+    values; a word is looked up with one C-level call instead of a stop-word test and a call
+    of the LRU wrapper). Emptied when it holds `STEMS_CACHED` words: a bound, not an LRU,
+    since a corpus's common words come straight back."""
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= STEMS_CACHED:
+            self.clear()
+        term = self[word] = "" if word in STOPWORDS else stem(word)
+        return term
+
+
+class _AsciiTerms(dict[bytes, str]):
+    """`_Terms` for the words of ASCII text, found as bytes (the same words: see `_words`)."""
+
+    def __missing__(self, word: bytes) -> str:
+        if len(self) >= STEMS_CACHED:
+            self.clear()
+        term = self[word] = _TERM_OF[word.decode()]
+        return term
+
+
+_TERM_OF = _Terms()
+_ASCII_TERM_OF = _AsciiTerms()
+# ASCII bytes to what `_WORD` finds in lower-cased text: a letter lower-cased, a digit kept,
+# anything else a space (so `split` yields the words)
+_ASCII_WORDS = bytes(ord(chr(c).lower()) if chr(c).isascii() and chr(c).isalnum() else 32
+                     for c in range(256))
+
+
+def _term_stream(text: str) -> Iterator[str]:
+    """The index terms of `text` with "" for each stop word. ASCII text (most text) is split
+    by a byte table, two to three times faster than the pattern and the same words: in ASCII,
+    `lower` changes only A-Z. Other text goes through `lower` and the pattern (lower-casing
+    may turn a non-ASCII letter, the Kelvin sign, into an ASCII one)."""
+    if text.isascii():
+        return map(_ASCII_TERM_OF.__getitem__, text.encode().translate(_ASCII_WORDS).split())
+    return map(_TERM_OF.__getitem__, _WORD.findall(text.lower()))
+
+
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order (repeats kept)."""
-    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return list(filter(None, _term_stream(text)))
 
 
 @functools.lru_cache(maxsize=TERM_COUNTS_CACHED)
 def term_counts(text: str) -> tuple[dict[str, int], int]:
     """How often each term occurs in `text`, and how many terms it has (cached: the same
     candidate texts are scored query after query). Callers must not change the dict."""
-    counts = Counter(terms(text))
-    return dict(counts), sum(counts.values())
+    counts = Counter(filter(None, _term_stream(text)))
+    return counts, sum(counts.values())
 
 
 @dataclass(slots=True)

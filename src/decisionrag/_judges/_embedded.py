@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hashlib
 import inspect
 import itertools
@@ -51,7 +52,7 @@ import numpy as np
 
 from .._deadline import active_deadline
 from .._embed import shared_query_vector
-from .._errors import JudgeConfigError, JudgeRequestError
+from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError
 from .._progress import Step
 from .._query import current_shared_work
 from .._words import Lexicon
@@ -106,6 +107,12 @@ class Calibration:
         logits = self.bias + self.similarity * scores + self.lead * leads(scores)
         return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
 
+    def p_yes_many(self, scores: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """`p_yes` of each slice `scores[bounds[r]:bounds[r + 1]]` (the leads within each
+        slice), concatenated: the same floats, computed over all slices at once."""
+        logits = self.bias + self.similarity * scores + self.lead * segment_leads(scores, bounds)
+        return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
+
     def choice(self, scores: np.ndarray) -> np.ndarray:
         scaled = scores.astype(np.float64) / self.temperature
         weights = np.exp(scaled - scaled.max())
@@ -132,6 +139,23 @@ def leads(similarities: np.ndarray) -> np.ndarray:
     others_best = np.full_like(s, best)
     others_best[order[-1]] = second
     return np.asarray(s - others_best, dtype=np.float64)
+
+
+def segment_leads(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """`leads` of each slice `values[bounds[r]:bounds[r + 1]]`, concatenated (non-empty
+    slices): each value minus the largest other value of its slice."""
+    s = np.asarray(values, dtype=np.float64)
+    sizes = np.diff(bounds)
+    segment = np.repeat(np.arange(sizes.size), sizes)
+    order = np.lexsort((s, segment))  # by slice, then ascending value within it
+    ends = np.asarray(bounds[1:], dtype=np.int64)
+    top = order[ends - 1]
+    second = order[np.maximum(ends - 2, np.asarray(bounds[:-1], dtype=np.int64))]
+    others_best = np.repeat(s[top], sizes)
+    others_best[top] = s[second]
+    lead = s - others_best
+    lead[np.repeat(sizes < 2, sizes)] = 0.0  # a slice of one: no other value
+    return np.asarray(lead, dtype=np.float64)
 
 
 def text_digest(model: str, text: str) -> str:
@@ -346,7 +370,7 @@ class EmbeddedJudge(Judge):
             try:
                 if not request.questions:
                     results[index] = BinaryResult([], Usage())
-                elif any(c.vectors is None for c in request.candidates):
+                elif any(map(_IS_NONE, map(_VECTORS, request.candidates))):
                     results[index] = self._binary(request)  # texts to embed: one by one
                 else:
                     query = self._query(request, len(request.questions))
@@ -354,39 +378,53 @@ class EmbeddedJudge(Judge):
             except Exception as exc:  # reported per request, as gather would report it
                 results[index] = exc
         for (query, _), members in together.items():
+            group = [requests[i] for i in members]
             try:
-                scored = self._scores_of_many(query, [requests[i] for i in members])
+                candidates = [c for request in group for c in request.candidates]
+                bounds = np.cumsum([0] + [len(request.candidates) for request in group])
+                scores = self._scores_of_many(query, group, candidates, bounds)
+                p_yes = self.calibration.p_yes_many(scores, bounds)
+                answers = _checked_slices(p_yes, bounds, self.name)
             except Exception as exc:
                 for i in members:
                     results[i] = exc
                 continue
             share = (time.perf_counter() - start) / len(members)
-            for i, scores in zip(members, scored, strict=True):
-                p_yes = self.calibration.p_yes(scores)
-                usage = self._usage(query, requests[i].candidates, time.perf_counter() - share)
-                results[i] = BinaryResult(
-                    check_binary(p_yes.tolist(), len(requests[i].questions), self.name), usage)
+            for i, answer, tokens in zip(members, answers, self._tokens_many(query, candidates, bounds),
+                                         strict=True):
+                results[i] = answer if isinstance(answer, BaseException) else BinaryResult(
+                    answer, Usage(requests=1, input_tokens=tokens, seconds=share,
+                                  cost_usd=self.cost(tokens), estimated=True))
         return [r if r is not None else JudgeRequestError(f"{self.name}: not computed")
                 for r in results]
 
-    def _scores_of_many(self, query: str, requests: list[BinaryRequest]) -> list[np.ndarray]:
+    def _scores_of_many(self, query: str, requests: list[BinaryRequest], candidates: list[Candidate],
+                        bounds: np.ndarray) -> np.ndarray:
         """`scores(query, request.candidates, ...)` of every request (all with stored vectors
-        and the same statistics), computed over their candidates together."""
-        candidates = [c for request in requests for c in request.candidates]
+        and the same statistics), computed over their `candidates` together (request r's are
+        `bounds[r]:bounds[r + 1]`)."""
         q = self.query_vector(query)
         own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
-        read_parts = [sum(len(c.vectors) - 1 for c in request.candidates if c.vectors is not None)
-                      <= PART_ROW_BUDGET for request in requests]  # per request, as `evidence`
-        owner = [r for r, request in enumerate(requests) for _ in request.candidates]
-        for reading in (True, False):
-            rows = [c.vectors if read_parts[owner[i]] is reading else None
-                    for i, c in enumerate(candidates)]
-            if any(row is not None for row in rows):
-                self._fill_own_and_best(own, best, rows, q, reading)
-        lexical = self._lexical(query, [c.text for c in candidates], _lexicon(requests[0]))
-        scores = self.calibration.fuse(own, best, lexical)
-        bounds = np.cumsum([0] + [len(request.candidates) for request in requests])
-        return [scores[a:b] for a, b in itertools.pairwise(bounds.tolist())]
+        rows_of = list(map(_VECTORS, candidates))
+        row_counts = _row_counts(rows_of)
+        parts = np.diff(np.concatenate([[0], np.cumsum(row_counts - 1)])[bounds])
+        read_parts = parts <= PART_ROW_BUDGET  # per request, as `evidence` decides
+        if read_parts.all():
+            self._fill_own_and_best(own, best, rows_of, q, True)
+        else:
+            owner = np.repeat(read_parts, np.diff(bounds)).tolist()
+            for reading in (True, False):
+                rows = [r if owner[i] is reading else None for i, r in enumerate(rows_of)]
+                if any(row is not None for row in rows):
+                    self._fill_own_and_best(own, best, rows, q, reading)
+        lexical = self._lexical(query, list(map(_TEXT, candidates)), _lexicon(requests[0]))
+        return self.calibration.fuse(own, best, lexical)
+
+    def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray) -> list[int]:
+        """`_usage`'s token estimate of each request (candidates `bounds[r]:bounds[r + 1]`)."""
+        lengths = np.fromiter(map(len, map(_TEXT, candidates)), np.int64, len(candidates))
+        summed = np.concatenate([[0], np.cumsum(lengths // 4 + 1)])[bounds]
+        return (estimate_tokens(query) + np.diff(summed)).tolist()
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
         return await self._on_worker(self._choice, request)
@@ -408,6 +446,37 @@ class EmbeddedJudge(Judge):
 
 
 _TEXT = operator.attrgetter("text")
+_VECTORS = operator.attrgetter("vectors")
+_IS_NONE = functools.partial(operator.is_, None)
+_START, _STOP = operator.attrgetter("start"), operator.attrgetter("stop")
+
+
+def _row_counts(rows_of: list[Any]) -> np.ndarray:
+    """`len` of each candidate's rows: stored rows' bounds read in C (their `__len__` is a
+    Python call, 4,000 of them a page level), arrays given by hand measured one by one."""
+    n = len(rows_of)
+    try:
+        return (np.fromiter(map(_STOP, rows_of), np.int64, n)
+                - np.fromiter(map(_START, rows_of), np.int64, n))
+    except AttributeError:
+        return np.fromiter(map(len, rows_of), np.int64, n)
+
+
+def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, who: str
+                    ) -> list[list[float] | BaseException]:
+    """`p_yes` cut at `bounds` into each request's answers, checked as `check_binary` checks
+    them (all at once; one by one only where some answer is bad, that request's error)."""
+    values = p_yes.tolist()
+    slices = list(itertools.pairwise(bounds.tolist()))
+    if np.isfinite(p_yes).all() and (p_yes >= 0.0).all() and (p_yes <= 1.0).all():
+        return [values[a:b] for a, b in slices]
+    checked: list[list[float] | BaseException] = []
+    for a, b in slices:
+        try:
+            checked.append(check_binary(values[a:b], b - a, who))
+        except JudgeProtocolError as exc:
+            checked.append(exc)
+    return checked
 
 
 def _pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, str]]]:

@@ -95,7 +95,7 @@ class Navigator:
         vectors = stored_vectors(tree, judge)
         lexicon = stored_lexicon(tree) if judge.reads.statistics else None
         self.view = TreeView(tree, judge.count_tokens, candidate_budget(judge.limits.max_tokens),
-                             vectors=vectors, lexicon=lexicon)
+                             vectors=vectors, lexicon=lexicon, renders=judge.reads.context)
 
     def __repr__(self) -> str:
         return f"<Navigator {self.tree.file.name} judge={self.judge.name} preset={self.preset.name}>"

@@ -92,7 +92,8 @@ class Entry:
     """One candidate ready to render: its key, its plain text and the header path above it
     (group title, or page title then heading path). `sibling` groups candidates that must
     stay in one request when a level is split (their parent's id). `line` is the text as
-    rendered (`clean`), made once: a Navigator keeps its entries across queries. `tokens`,
+    rendered (`clean_line`), made on first use and kept (a Navigator keeps its entries across
+    queries; a judge that reads no rendered context never asks for it). `tokens`,
     when set, is the text's token count for the judge that reads it (a Navigator, which
     serves one judge, sets it once; `pack` counts entries without it)."""
 
@@ -103,7 +104,7 @@ class Entry:
     in_context: bool = False
     vectors: Any = None
     candidate: Candidate = field(init=False)
-    line: str = field(init=False)
+    _line: str | None = field(init=False, default=None, repr=False)
     tokens: int | None = field(init=False, default=None)
     truncated_from: int | None = field(init=False, default=None)  # tokens before `truncate`
 
@@ -113,7 +114,13 @@ class Entry:
         # path above a passage or heading.
         judged = f"{' > '.join(self.block)}: {self.text}" if self.in_context and self.block else self.text
         self.candidate = Candidate(id=self.key, text=judged, vectors=self.vectors)
-        self.line = clean_line(self.text)
+
+    @property
+    def line(self) -> str:
+        line = self._line
+        if line is None:
+            line = self._line = clean_line(self.text)
+        return line
 
 
 _KEY = operator.attrgetter("key")
@@ -121,6 +128,7 @@ _TOKENS = operator.attrgetter("tokens")
 _BLOCK = operator.attrgetter("block")
 _SIBLING = operator.attrgetter("sibling")
 _LINE = operator.attrgetter("line")
+_MADE_LINE = operator.attrgetter("_line")  # None until `line` is first asked for
 _CANDIDATE = operator.attrgetter("candidate")
 
 
@@ -274,7 +282,9 @@ def render_list(entries: Sequence[Entry], kind: Kind, task: TaskWording) -> list
     for block, run in itertools.groupby(entries, _BLOCK):  # runs under one header path
         lines.extend(header_lines(previous, block))
         previous = block
-        texts = list(map(_LINE, run))
+        texts = list(map(_MADE_LINE, run))  # a slot read: a property call each costs 5 ms at NQ size
+        if None in texts:
+            texts = list(map(_LINE, entries[done: done + len(texts)]))
         lines.extend(map(operator.add, labels[done : done + len(texts)], texts))
         done += len(texts)
     lines.append(f"End of {_PLURALS[name]}.")

@@ -26,7 +26,7 @@ from ._recovery import Recovery
 from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
 from ._result import Hit, Location, Result, Stage, Trace
 from ._retriever import Retriever
-from ._view import TreeView
+from ._view import TreeView, plain_text
 
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 
@@ -36,21 +36,32 @@ __all__ = ["NOTEPAD_PASSAGE_CAP", "Walk", "collapse_duplicates"]
 CHOICE_RESERVE = 0.2  # of the tokens left before the passage stage, kept for the choice
 
 
-def collapse_duplicates(ranked: list[Scored]) -> tuple[list[Scored], dict[str, list[Node]]]:
+def collapse_duplicates(ranked: list[Scored], hashes: Sequence[int] | None = None
+                        ) -> tuple[list[Scored], dict[str, list[Node]]]:
     """`ranked` (best first) with each passage whose text (whitespace aside) an earlier one
     has removed, and the removed ones by the key of the passage they repeat, in rank order.
     Identical texts are one piece of evidence (the paper counts them once): the multiple
-    choice then weighs distinct passages, and k hits are k different texts."""
-    first: dict[str, str] = {}
+    choice then weighs distinct passages, and k hits are k different texts. `hashes`: the
+    hash of each passage's text with whitespace collapsed, when known (`TreeView.plain_hashes`);
+    passages whose hashes meet are compared by their texts."""
+    if hashes is None:
+        hashes = [hash(plain_text(item.node)) for item in ranked]
+    first: dict[int, list[Node]] = {}
     kept: list[Scored] = []
     copies: dict[str, list[Node]] = {}
-    for item in ranked:
-        text = " ".join(item.node.text.split())
-        owner = first.setdefault(text, item.node.key)
-        if owner == item.node.key:
+    for item, found in zip(ranked, hashes, strict=True):
+        owners = first.get(found)
+        if owners is None:
+            first[found] = [item.node]
+            kept.append(item)
+            continue
+        text = plain_text(item.node)
+        owner = next((o for o in owners if plain_text(o) == text), None)
+        if owner is None:  # the same hash, another text
+            owners.append(item.node)
             kept.append(item)
         else:
-            copies.setdefault(owner, []).append(item.node)
+            copies.setdefault(owner.key, []).append(item.node)
     return kept, copies
 
 
@@ -124,7 +135,8 @@ class Walk:
     async def finish(self, ranked: list[Scored], start: float) -> Result:
         copies: dict[str, list[Node]] = {}
         if self.preset.collapse_duplicates:
-            ranked, copies = collapse_duplicates(ranked)
+            ranked, copies = collapse_duplicates(
+                ranked, self.view.plain_hashes([item.node for item in ranked]))
         choice = await choose(self.levels, ranked, self.preset.choice,
                               entry_of=lambda node: self.view.entry("passage", node, "description"),
                               reading_key=self.view.reading_key,
@@ -247,7 +259,7 @@ class Walk:
             if limit is None and headings is not None and page.node.n_passages > headings.threshold:
                 long_pages.append(page.node)
             else:
-                passages.extend(self.tree.passages_of(page.node, limit))
+                passages.extend(self.view.passages_of(page.node, limit))
         if long_pages:
             passages.extend(await self.heading_stage(long_pages))
         return self.admit(passages, Stage.PASSAGE.value)
@@ -294,10 +306,10 @@ class Walk:
 
     def passages_under(self, page: Node, sections: list[Node], cap: int) -> list[Node]:
         if not sections:  # a long page without headings: its first passages
-            return self.tree.passages_of(page, cap)
+            return self.view.passages_of(page, cap)
         chosen: dict[int, Node] = {}
         for section in sorted(sections, key=lambda s: s.id):
-            for passage in self.tree.passages_of(section):
+            for passage in self.view.passages_of(section):
                 chosen.setdefault(passage.id, passage)
         return [chosen[i] for i in sorted(chosen)][:cap]
 
@@ -308,7 +320,7 @@ class Walk:
         settings = self.preset.notepad
         if settings and settings.passage_pages and self.notepad:
             for page in self.notepad_pages()[: settings.passage_pages]:
-                extra.extend(self.tree.passages_of(page, NOTEPAD_PASSAGE_CAP))
+                extra.extend(self.view.passages_of(page, NOTEPAD_PASSAGE_CAP))
         extra.extend(self.retrieved_passages())
         unique = {p.id: p for p in [*passages, *self.admit(extra, Stage.PASSAGE.value)]}
         return sorted(unique.values(), key=self.view.reading_key)
