@@ -521,7 +521,17 @@ def test_a_bad_answer_in_a_level_fails_its_own_request_only() -> None:
     from decisionrag._errors import JudgeProtocolError
     from decisionrag._judges._embedded import _checked_slices
 
-    checked = _checked_slices(np.array([0.5, 0.25, np.nan, 0.75, 1.5]), np.array([0, 2, 4, 5]), "j")
+    checked = _checked_slices(np.array([0.5, 0.25, np.nan, 0.75, 1.5]), np.array([0, 2, 4, 5]),
+                              [2, 2, 1], "j")
     assert checked[0] == [0.5, 0.25]
     assert isinstance(checked[1], JudgeProtocolError) and "answer 0" in str(checked[1])
     assert isinstance(checked[2], JudgeProtocolError) and "1.5" in str(checked[2])
+
+
+def test_a_request_given_fewer_answers_than_questions_fails_alone() -> None:
+    from decisionrag._errors import JudgeProtocolError
+    from decisionrag._judges._embedded import _checked_slices
+
+    checked = _checked_slices(np.array([0.5, 0.25]), np.array([0, 2, 2]), [2, 1], "j")
+    assert checked[0] == [0.5, 0.25]
+    assert isinstance(checked[1], JudgeProtocolError) and "0 answers for 1 questions" in str(checked[1])

@@ -322,10 +322,12 @@ class EmbeddedJudge(Judge):
         return searched_text(request)
 
     def _usage(self, query: str, candidates: Sequence[Candidate], start: float) -> Usage:
-        lengths = np.fromiter(map(len, map(_TEXT, candidates)), np.int64, len(candidates))
-        tokens = estimate_tokens(query) + int((lengths // 4 + 1).sum())  # estimate_tokens each
-        return Usage(requests=1, input_tokens=tokens, seconds=time.perf_counter() - start,
-                     cost_usd=self.cost(tokens), estimated=True)
+        [tokens] = self._tokens_many(query, list(candidates), np.array([0, len(candidates)]))
+        return self._estimated_usage(tokens, time.perf_counter() - start)
+
+    def _estimated_usage(self, tokens: int, seconds: float) -> Usage:
+        return Usage(requests=1, input_tokens=tokens, seconds=seconds, cost_usd=self.cost(tokens),
+                     estimated=True)
 
     def _binary(self, request: BinaryRequest) -> BinaryResult:
         start = time.perf_counter()
@@ -384,7 +386,8 @@ class EmbeddedJudge(Judge):
                 bounds = np.cumsum([0] + [len(request.candidates) for request in group])
                 scores = self._scores_of_many(query, group, candidates, bounds)
                 p_yes = self.calibration.p_yes_many(scores, bounds)
-                answers = _checked_slices(p_yes, bounds, self.name)
+                answers = _checked_slices(p_yes, bounds, [len(r.questions) for r in group],
+                                          self.name)
             except Exception as exc:
                 for i in members:
                     results[i] = exc
@@ -393,8 +396,7 @@ class EmbeddedJudge(Judge):
             for i, answer, tokens in zip(members, answers, self._tokens_many(query, candidates, bounds),
                                          strict=True):
                 results[i] = answer if isinstance(answer, BaseException) else BinaryResult(
-                    answer, Usage(requests=1, input_tokens=tokens, seconds=share,
-                                  cost_usd=self.cost(tokens), estimated=True))
+                    answer, self._estimated_usage(tokens, share))
         return [r if r is not None else JudgeRequestError(f"{self.name}: not computed")
                 for r in results]
 
@@ -421,7 +423,8 @@ class EmbeddedJudge(Judge):
         return self.calibration.fuse(own, best, lexical)
 
     def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray) -> list[int]:
-        """`_usage`'s token estimate of each request (candidates `bounds[r]:bounds[r + 1]`)."""
+        """The token estimate of each request (candidates `bounds[r]:bounds[r + 1]`): the
+        query's and each candidate text's `estimate_tokens`, summed."""
         lengths = np.fromiter(map(len, map(_TEXT, candidates)), np.int64, len(candidates))
         summed = np.concatenate([[0], np.cumsum(lengths // 4 + 1)])[bounds]
         return (estimate_tokens(query) + np.diff(summed)).tolist()
@@ -462,18 +465,20 @@ def _row_counts(rows_of: list[Any]) -> np.ndarray:
         return np.fromiter(map(len, rows_of), np.int64, n)
 
 
-def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, who: str
+def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, expected: list[int], who: str
                     ) -> list[list[float] | BaseException]:
-    """`p_yes` cut at `bounds` into each request's answers, checked as `check_binary` checks
-    them (all at once; one by one only where some answer is bad, that request's error)."""
+    """`p_yes` cut at `bounds` into each request's answers (`expected[r]` of them), checked
+    as `check_binary` checks them (all at once; one by one only where some slice is bad,
+    that request's error)."""
     values = p_yes.tolist()
     slices = list(itertools.pairwise(bounds.tolist()))
-    if np.isfinite(p_yes).all() and (p_yes >= 0.0).all() and (p_yes <= 1.0).all():
+    if (np.diff(bounds).tolist() == expected and np.isfinite(p_yes).all()
+            and (p_yes >= 0.0).all() and (p_yes <= 1.0).all()):
         return [values[a:b] for a, b in slices]
     checked: list[list[float] | BaseException] = []
-    for a, b in slices:
+    for (a, b), count in zip(slices, expected, strict=True):
         try:
-            checked.append(check_binary(values[a:b], b - a, who))
+            checked.append(check_binary(values[a:b], count, who))
         except JudgeProtocolError as exc:
             checked.append(exc)
     return checked
