@@ -27,6 +27,7 @@ def test_recovery_reopens_exactly_the_best_pruned_group(tmp_path: Path) -> None:
     assert stages["recovery"].kept == [("d2", 0.8)]
     assert asked(judge)[2] == ["d1", "d2"]  # the reopened group's pages, in one request
     assert result.hits[0].node.key == "d2-p0"
+    assert stages["page"].scores == {"c1": 0.3, "c2": 0.2}  # the reopened page is not added
 
 
 def test_a_sure_page_stage_reopens_nothing(tmp_path: Path) -> None:

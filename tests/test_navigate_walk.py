@@ -221,6 +221,9 @@ def test_rescoring_pass_holds_exactly_the_pooled_top_n_and_decides(pets: Tree) -
     assert result.trace.stages[0].kept == [("c1", 0.9), ("d2", 0.8), ("d1", 0.7)]
     assert result.trace.stages[1].kept == [("d2", 0.95)]
     assert asked(judge)[4] == ["d2-p0", "d2-p1", "d2-p2"]
+    # each stage's trace keeps the scores it was judged with (the ranking's dict is shared
+    # with the first stage, and replaced, not changed, by the rescoring pass)
+    assert result.trace.stages[0].scores == first
 
 
 def test_no_rescoring_when_the_level_fit_in_one_request(pets: Tree) -> None:

@@ -48,9 +48,12 @@ class Ranking:
     order: list[int] | None = None
 
     @classmethod
-    def of(cls, nodes: list[Node], values: Sequence[float]) -> Ranking:
-        return cls(nodes, dict(zip(map(_KEY, nodes), values, strict=True)),
-                   np.asarray(values, dtype=np.float64))
+    def of(cls, nodes: list[Node], values: Sequence[float], keys: Sequence[str] | None = None
+           ) -> Ranking:
+        """`nodes` judged `values`; `keys`, their keys when already listed (a stage's
+        candidates: a page level's 16,000 keys are not read again)."""
+        named = map(_KEY, nodes) if keys is None else keys
+        return cls(nodes, dict(zip(named, values, strict=True)), np.asarray(values, dtype=np.float64))
 
     def positions(self, n: int | None = None) -> list[int]:
         if self.order is not None:
@@ -102,8 +105,10 @@ async def judge_level(
         return Ranking([], {}, np.zeros(0)), stage
     entries = view.entries(kind, nodes, settings.render)
     values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
-    ranking = Ranking.of(nodes, values)
-    stage.scores, stage.nodes = dict(ranking.scores), nodes
+    ranking = Ranking.of(nodes, values, stage.candidates)
+    # shared, not copied: what changes a ranking's scores later (`rescore`, recovery in the
+    # walk) replaces its dict, so the stage keeps the scores it was judged with
+    stage.scores, stage.nodes = ranking.scores, nodes
     if settings.rescore_top and stage.requests > 1:
         stage = await rescore(levels, view, stage, kind, ranking, settings.rescore_top, notepad)
     return ranking, stage
@@ -113,7 +118,7 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
                   ranking: Ranking, n: int, notepad: Sequence[str]) -> StageTrace:
     """Rescore the pooled top `n` of a split level together, with their full descriptions,
     in reading order; the rescored ones then rank first, by their new scores."""
-    keys = list(map(_KEY, ranking.nodes))
+    keys = first.candidates  # the keys of `ranking.nodes`, listed when `first` was made
     top = ranking.positions(n)
     best = [ranking.nodes[i] for i in top]
     first.kept = [(node.key, ranking.scores[node.key]) for node in best]
@@ -124,7 +129,7 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
     entries = [view.entry(kind, node, "description") for node in reading]
     values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
     fresh = dict(zip(map(_KEY, reading), values, strict=True))
-    ranking.scores.update(fresh)
+    ranking.scores = {**ranking.scores, **fresh}  # a new dict: `first` keeps its own
     stage.scores, stage.nodes = fresh, reading
     ranking.values = np.fromiter(map(ranking.scores.__getitem__, keys), np.float64, len(keys))
     order = ranking.positions()

@@ -241,6 +241,8 @@ class Walk:
         """The kept pages, and after them those recovery reopens when the page stage is unsure
         (their own scores stand for their pages' in propagation)."""
         added = await self.recovery.recover(kept)
+        if added:  # a new dict: the page stage's trace shares the one it was judged with
+            self.page_scores = dict(self.page_scores)
         for item in added:
             self.page_scores.setdefault(item.node.key, item.score)
         return [*kept, *added]
