@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import operator
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -31,7 +30,6 @@ from ._config import OnFailure, StageSettings
 from ._render import LIST_TOKENS, PREAMBLE, Entry, Kind, QuestionForm, TaskWording, binary_request, pack
 from ._result import StageTrace, Trace
 
-_TRUNCATED_FROM = operator.attrgetter("truncated_from")
 ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[None]]
 UNJUDGED = 0.0  # the score of a candidate whose request failed: after every judged one
 
@@ -97,9 +95,8 @@ class LevelEngine:
                     for chunk in chunks]
         if self.max_input_tokens is not None:
             self.check_budget(stage, sum(map(self.request_tokens, requests)))
-        # tested in C first: a page level's 16,000 entries one by one in Python took 0.5 ms
-        if not all(map(operator.is_, map(_TRUNCATED_FROM, entries), itertools.repeat(None))):
-            cut = [e for e in entries if e.truncated_from is not None]
+        cut = [e for e in entries if e.truncated_from is not None]
+        if cut:
             stage.notes.append(
                 f"{len(cut)} candidate(s) cut to their first {self.candidate_tokens or 0:,} tokens "
                 f"(the longest had {max(e.truncated_from or 0 for e in cut):,}; the judge takes "
