@@ -72,33 +72,77 @@ class RecurringLists:
 
 
 @dataclass(frozen=True, slots=True)
+class _Stacked:
+    """One block length of a `RowsPlan`: the blocks' rows stacked, and what of them is
+    present worked out once (rows that are not all zero)."""
+
+    stack: np.ndarray  # (blocks, rows, dim)
+    has_parts: np.ndarray  # per block: some part row present
+    parts_present: np.ndarray | None  # present[:, 1:], None when every part row is present
+    without_own: tuple[tuple[int, np.ndarray], ...]  # blocks with no own row: (block, parts present)
+
+    @classmethod
+    def of(cls, stack: np.ndarray) -> _Stacked:
+        present = np.any(stack != 0, axis=2)
+        parts = present[:, 1:]
+        without_own = tuple((b, parts[b].copy()) for b in np.flatnonzero(~present[:, 0]).tolist())
+        return cls(stack, parts.any(axis=1), None if parts.all() else parts.copy(), without_own)
+
+    @property
+    def nbytes(self) -> int:
+        mask = self.parts_present.nbytes if self.parts_present is not None else 0
+        return self.stack.nbytes + self.has_parts.nbytes + mask + sum(m.nbytes for _, m in self.without_own)
+
+    def own_and_best(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`own_and_best_stacked(stack, q)`, the same operations on the same values."""
+        sims = np.matmul(self.stack, q)
+        own = sims[:, 0].astype(np.float64)
+        for b, parts_present in self.without_own:
+            parts = sims[b, 1:][parts_present]
+            own[b] = float(parts.mean()) if parts.size else 0.0
+        if sims.shape[1] == 1:
+            return own, own
+        if self.parts_present is None:
+            highest = sims[:, 1:].max(axis=1)
+        else:
+            highest = np.where(self.parts_present, sims[:, 1:], np.float32(-np.inf)).max(axis=1)
+        return own, np.where(self.has_parts, highest.astype(np.float64), own)
+
+
+@dataclass(frozen=True, slots=True)
 class RowsPlan:
     """A list of candidates' stored rows, gathered: per block length, the candidates'
-    positions, their rows stacked (float32) and which rows are present (all
-    query-independent). `fill` then runs the products of `fill_own_and_best`, the same
-    ones, so the same floats."""
+    rows stacked (float32) with which rows are present (all query-independent), and the
+    candidates' positions in stack order. `fill` then runs the products of
+    `fill_own_and_best`, the same ones, so the same floats, and writes each candidate's
+    values in one scatter."""
 
-    groups: tuple[tuple[list[int], np.ndarray, np.ndarray], ...]
+    stacks: tuple[_Stacked, ...]
+    order: np.ndarray  # candidate positions, the stacks' blocks in turn
     nbytes: int
 
     @classmethod
     def of(cls, rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
            ) -> RowsPlan | None:
         """The plan of `rows_of`; None when some cannot be gathered (arrays in a request made
-        by hand, rows past the stored set), which `fill_own_and_best` reads one by one."""
+        by hand, rows past the stored set), which `fill_own_and_best` reads one by one.
+        (One stack per block length: a batched product computes each block on its own,
+        however many are stacked, so stacking them all changes no float.)"""
         if not all(rows is None or _gatherable(rows) for rows in rows_of):
             return None
-        groups = []
+        stacks, order = [], []
         for source, n, members, starts in _stored_groups(rows_of, read_parts):
-            step = max(1, ROWS_PER_PRODUCT // n)
-            for at in range(0, len(members), step):
-                stack = source.blocks(starts[at:at + step], n)
-                groups.append((members[at:at + step], stack, np.any(stack != 0, axis=2)))
-        return cls(tuple(groups), sum(stack.nbytes + present.nbytes for _, stack, present in groups))
+            stacks.append(_Stacked.of(source.blocks(starts, n)))
+            order.extend(members)
+        positions = np.asarray(order, dtype=np.int64)
+        return cls(tuple(stacks), positions, positions.nbytes + sum(s.nbytes for s in stacks))
 
     def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> None:
-        for chosen, stack, present in self.groups:
-            own[chosen], best[chosen] = own_and_best_stacked(stack, q, present)
+        if not self.stacks:
+            return
+        pairs = [stacked.own_and_best(q) for stacked in self.stacks]
+        own[self.order] = np.concatenate([o for o, _ in pairs])
+        best[self.order] = np.concatenate([b for _, b in pairs])
 
 
 def _gatherable(rows: VectorRows | np.ndarray) -> bool:
