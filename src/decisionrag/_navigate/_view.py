@@ -21,7 +21,6 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, cast
 
 from .._errors import InputError
@@ -100,8 +99,6 @@ class Generations:
     def __len__(self) -> int:
         return sum(map(len, self.young.values())) + sum(map(len, self.old.values()))
 
-
-_ID = attrgetter("id")
 
 # Pages are read through their passages' vectors up to this corpus size; above it through
 # their centroid only, so a page level of 16,000 pages does not map every passage vector.
@@ -354,13 +351,11 @@ class TreeView:
         cache = self._content_entries if kind in ("heading", "passage") else self._outline_entries
         table, old = cache.tables((kind, render))
         before = len(table)
-        found: list[Entry | None] = list(map(table.get, map(_ID, nodes)))  # in C: 16,000 pages
-        if not all(found):  # (not `None in`: that would call Entry.__eq__ on each)
-            for i, entry in enumerate(found):
-                if entry is None:
-                    found[i] = self._older_entry(table, old, kind, nodes[i], render)
+        get = table.get
+        found = [get(node.id) or self._older_entry(table, old, kind, node, render)
+                 for node in nodes]
         cache.held += len(table) - before
-        return cast(list[Entry], found)
+        return found
 
     def _older_entry(self, table: dict[int, Entry], old: dict[int, Entry], kind: Kind,
                      node: Node, render: str) -> Entry:
