@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ require_module("sentence_transformers")
 from decisionrag._embed import Encoder, load_encoder
 from decisionrag._errors import JudgeConfigError, JudgeRequestError
 from decisionrag._judges._base import BinaryRequest, Candidate, ChoiceRequest
-from decisionrag._judges._embedded import EmbeddedJudge, leads
+from decisionrag._judges._embedded import EmbeddedJudge, leads, segment_leads
 from decisionrag._judges._registry import load_judge
 
 QUERY = "How do I renew my passport when I live abroad?"
@@ -83,6 +84,20 @@ def test_p_yes_is_formed_in_view_of_the_other_candidates(counting: CountingEncod
 def test_leads_are_margins_to_the_best_other() -> None:
     assert leads(np.array([0.2, 0.5, 0.4])).tolist() == pytest.approx([-0.3, 0.1, -0.1])
     assert leads(np.array([0.7])).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_segment_leads_are_each_slices_leads_bit_for_bit(seed: int) -> None:
+    """The oracle: `leads` slice by slice. Ties (rounded values), slices of one, one slice."""
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        sizes = rng.integers(1, 60, size=rng.integers(1, 90))
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        values = rng.standard_normal(int(bounds[-1]))
+        if trial % 2:
+            values = np.round(values, 1)  # many ties, at the top too
+        want = np.concatenate([leads(values[a:b]) for a, b in itertools.pairwise(bounds)])
+        assert np.array_equal(segment_leads(values, bounds), want), (seed, trial)
 
 
 def test_choice_is_a_distribution_favouring_the_relevant(counting: CountingEncoder) -> None:

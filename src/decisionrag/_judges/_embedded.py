@@ -143,17 +143,19 @@ def leads(similarities: np.ndarray) -> np.ndarray:
 
 def segment_leads(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """`leads` of each slice `values[bounds[r]:bounds[r + 1]]`, concatenated (non-empty
-    slices): each value minus the largest other value of its slice."""
+    slices): each value minus the largest other value of its slice. Per slice, its top
+    value and the best below it (the top again where it is tied), by reductions over the
+    slices: no sort (a page level's 4,000 values in 81 slices, 0.37 ms sorted, 0.03 here)."""
     s = np.asarray(values, dtype=np.float64)
     sizes = np.diff(bounds)
-    segment = np.repeat(np.arange(sizes.size), sizes)
-    order = np.lexsort((s, segment))  # by slice, then ascending value within it
-    ends = np.asarray(bounds[1:], dtype=np.int64)
-    top = order[ends - 1]
-    second = order[np.maximum(ends - 2, np.asarray(bounds[:-1], dtype=np.int64))]
-    others_best = np.repeat(s[top], sizes)
-    others_best[top] = s[second]
-    lead = s - others_best
+    starts = np.asarray(bounds[:-1], dtype=np.int64)
+    top = np.maximum.reduceat(s, starts)
+    top_each = np.repeat(top, sizes)
+    at_top = s == top_each
+    tied = np.add.reduceat(at_top, starts) >= 2
+    below = np.maximum.reduceat(np.where(at_top, -np.inf, s), starts)
+    second = np.where(tied, top, below)
+    lead = s - np.where(at_top, np.repeat(second, sizes), top_each)
     lead[np.repeat(sizes < 2, sizes)] = 0.0  # a slice of one: no other value
     return np.asarray(lead, dtype=np.float64)
 
@@ -287,19 +289,25 @@ class EmbeddedJudge(Judge):
         self._fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
         return own, best, self._lexical(query, [c.text for c in candidates], lexicon)
 
-    def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None) -> np.ndarray:
+    def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None,
+                 level: _Level | None = None) -> np.ndarray:
+        """Lexical evidence of `texts`; for a `level` (its candidates' texts), its postings
+        are kept under the level's key."""
         if lexicon is None or not self.calibration.lexical_weight:
             return np.zeros(len(texts))
-        index = self.plans.get(self.plans.key(("words", id(lexicon)), texts), (lexicon, texts),
-                               lambda: lexicon.index(texts))
+        key, kept = ((("words", id(lexicon), level.listed), (lexicon, level)) if level is not None
+                     else (self.plans.key(("words", id(lexicon)), texts), (lexicon, texts)))
+        index = self.plans.get(key, kept, lambda: lexicon.index(texts))
         return np.asarray(lexicon.scores(query, texts, index))
 
     def _fill_own_and_best(self, own: np.ndarray, best: np.ndarray,
                            rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,
-                           read_parts: bool) -> None:
-        """`_fill_own_and_best`, its stored rows gathered once for a list that recurs."""
-        plan = self.plans.get(self.plans.key(("rows", read_parts), rows_of), rows_of,
-                              lambda: RowsPlan.of(rows_of, read_parts))
+                           read_parts: bool, level: _Level | None = None) -> None:
+        """`_fill_own_and_best`, its stored rows gathered once for a list that recurs (a
+        `level`'s: kept under the level's key)."""
+        key, kept = ((("rows", read_parts, level.listed), level) if level is not None
+                     else (self.plans.key(("rows", read_parts), rows_of), rows_of))
+        plan = self.plans.get(key, kept, lambda: RowsPlan.of(rows_of, read_parts))
         if plan is None:  # seen once, or rows that are not all stored
             fill_own_and_best(own, best, rows_of, q, read_parts)
         else:
@@ -384,7 +392,8 @@ class EmbeddedJudge(Judge):
             try:
                 candidates = [c for request in group for c in request.candidates]
                 bounds = np.cumsum([0] + [len(request.candidates) for request in group])
-                scores = self._scores_of_many(query, group, candidates, bounds)
+                level = self.level(candidates)
+                scores = self._scores_of_many(query, group, level, bounds)
                 p_yes = self.calibration.p_yes_many(scores, bounds)
                 answers = _checked_slices(p_yes, bounds, [len(r.questions) for r in group],
                                           self.name)
@@ -393,40 +402,46 @@ class EmbeddedJudge(Judge):
                     results[i] = exc
                 continue
             share = (time.perf_counter() - start) / len(members)
-            for i, answer, tokens in zip(members, answers, self._tokens_many(query, candidates, bounds),
-                                         strict=True):
+            estimates = self._tokens_many(query, candidates, bounds, level)
+            for i, answer, tokens in zip(members, answers, estimates, strict=True):
                 results[i] = answer if isinstance(answer, BaseException) else BinaryResult(
                     answer, self._estimated_usage(tokens, share))
         return [r if r is not None else JudgeRequestError(f"{self.name}: not computed")
                 for r in results]
 
-    def _scores_of_many(self, query: str, requests: list[BinaryRequest], candidates: list[Candidate],
+    def _scores_of_many(self, query: str, requests: list[BinaryRequest], level: _Level,
                         bounds: np.ndarray) -> np.ndarray:
         """`scores(query, request.candidates, ...)` of every request (all with stored vectors
-        and the same statistics), computed over their `candidates` together (request r's are
-        `bounds[r]:bounds[r + 1]`)."""
+        and the same statistics), computed over their candidates together (`level`; request
+        r's are `bounds[r]:bounds[r + 1]`)."""
         q = self.query_vector(query)
-        own, best = np.zeros(len(candidates)), np.zeros(len(candidates))
-        rows_of = list(map(_VECTORS, candidates))
-        row_counts = _row_counts(rows_of)
-        parts = np.diff(np.concatenate([[0], np.cumsum(row_counts - 1)])[bounds])
+        own, best = np.zeros(len(level.texts)), np.zeros(len(level.texts))
+        parts = np.diff(np.concatenate([[0], np.cumsum(level.row_counts - 1)])[bounds])
         read_parts = parts <= PART_ROW_BUDGET  # per request, as `evidence` decides
         if read_parts.all():
-            self._fill_own_and_best(own, best, rows_of, q, True)
+            self._fill_own_and_best(own, best, level.rows_of, q, True, level)
         else:
             owner = np.repeat(read_parts, np.diff(bounds)).tolist()
             for reading in (True, False):
-                rows = [r if owner[i] is reading else None for i, r in enumerate(rows_of)]
+                rows = [r if owner[i] is reading else None for i, r in enumerate(level.rows_of)]
                 if any(row is not None for row in rows):
                     self._fill_own_and_best(own, best, rows, q, reading)
-        lexical = self._lexical(query, list(map(_TEXT, candidates)), _lexicon(requests[0]))
+        lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level)
         return self.calibration.fuse(own, best, lexical)
 
-    def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray) -> list[int]:
+    def level(self, candidates: list[Candidate]) -> _Level:
+        """What a level's `candidates` are read through (query-independent): kept for a list
+        that recurs, with the plans made under its key (one key for all of them)."""
+        listed = self.plans.key((), candidates)[-1]
+        kept = self.plans.get(("level", listed), candidates, lambda: _Level.of(candidates, listed))
+        return kept if kept is not None else _Level.of(candidates, listed)
+
+    def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray,
+                     level: _Level | None = None) -> list[int]:
         """The token estimate of each request (candidates `bounds[r]:bounds[r + 1]`): the
         query's and each candidate text's `estimate_tokens`, summed."""
-        lengths = np.fromiter(map(len, map(_TEXT, candidates)), np.int64, len(candidates))
-        summed = np.concatenate([[0], np.cumsum(lengths // 4 + 1)])[bounds]
+        tokens = level.tokens if level is not None else _token_estimates(list(map(_TEXT, candidates)))
+        summed = np.concatenate([[0], np.cumsum(tokens)])[bounds]
         return (estimate_tokens(query) + np.diff(summed)).tolist()
 
     async def choice(self, request: ChoiceRequest) -> ChoiceResult:
@@ -463,6 +478,35 @@ def _row_counts(rows_of: list[Any]) -> np.ndarray:
                 - np.fromiter(map(_START, rows_of), np.int64, n))
     except AttributeError:
         return np.fromiter(map(len, rows_of), np.int64, n)
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """A level's candidates as the judge reads them: their texts, stored rows, row counts
+    and token estimates, and `listed`, their ids packed (`RecurringLists.key`), the key the
+    level's plans are kept under. Holds the candidates, so that the ids stay theirs."""
+
+    candidates: list[Candidate]
+    listed: bytes
+    texts: list[str]
+    rows_of: list[Any]
+    row_counts: np.ndarray
+    tokens: np.ndarray  # each text's `estimate_tokens`
+
+    @classmethod
+    def of(cls, candidates: list[Candidate], listed: bytes) -> _Level:
+        texts = list(map(_TEXT, candidates))
+        rows_of = list(map(_VECTORS, candidates))
+        return cls(candidates, listed, texts, rows_of, _row_counts(rows_of), _token_estimates(texts))
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * (2 * len(self.texts)) + self.row_counts.nbytes + self.tokens.nbytes
+
+
+def _token_estimates(texts: list[str]) -> np.ndarray:
+    """Each text's `estimate_tokens` (characters / 4, plus one), as an array."""
+    return np.fromiter(map(len, texts), np.int64, len(texts)) // 4 + 1
 
 
 def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, expected: list[int], who: str
