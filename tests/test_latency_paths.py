@@ -196,6 +196,26 @@ def test_passages_of_a_node_held_equal_passages_by_id(tmp_path: Path) -> None:
             assert tree.passages_of(page, 1) == tree.passages(page.id, 1)
 
 
+def test_sections_of_a_node_equal_the_sections_of_its_subtree(tmp_path: Path) -> None:
+    """The heading stage reads a page's sections without its passages (nested ones too),
+    through the view's cache: the same nodes as filtering `subtree`, a new list each time."""
+    from decisionrag._navigate._view import TreeView
+    from decisionrag._tree import NodeKind
+
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        view = TreeView(tree, len)
+        for key in ("c1", "d1", "d2", "f1"):
+            page = tree.node(key)
+            want = [n for n in tree.subtree(page.id) if n.kind == NodeKind.SECTION]
+            assert tree.sections_of(page) == want
+            first = view.sections_of(page)
+            first.clear()  # the caller's list: the cached one is untouched
+            assert view.sections_of(page) == want
+        nested = tree.sections_of(tree.node("d2"))
+        assert [n.heading for n in nested] == [("Kibble",), ("Kibble", "Wet")]
+        assert tree.sections_of(tree.node("d1")) == []
+
+
 def test_best_first_partial_equals_the_stable_full_sort() -> None:
     import random
 

@@ -36,7 +36,7 @@ CHILDREN_CACHE_NODES = 250_000  # groups' children, and as many group and page e
 CONTENT_ENTRIES = 20_000  # heading and passage entries (with their texts: about 30 MB)
 # above PAGE_PARTS_UP_TO passages a passage shown once is seldom shown again: fewer are kept
 LARGE_TREE_CONTENT_ENTRIES = 4_096
-PASSAGE_LIST_NODES = 20_000  # passages held in the lists of `passages_of`
+PASSAGE_LIST_NODES = 20_000  # nodes held in the lists of `passages_of` and `sections_of`
 NODE_CACHE_NODES = 20_000  # nodes looked up one by one (pages of passages, ancestors)
 READ_AHEAD_SHARE = 0.9  # reading ahead stops when the caches are this full
 
@@ -139,7 +139,7 @@ class TreeView:
         self._headers: dict[int | None, tuple[str, ...]] = {}
         self._summaries: dict[int, Summary] = {}
         self._summarised = True  # False for a tree written before summaries existed
-        self._passages: dict[tuple[int, int | None], list[Node]] = {}  # see `passages_of`
+        self._passages: dict[tuple[int, int | str | None], list[Node]] = {}  # see `_listed`
         self._passages_held = 0
         self._plain: dict[int, int] = {}  # hashes of passages' texts, whitespace collapsed
 
@@ -198,10 +198,19 @@ class TreeView:
     def passages_of(self, node: Node, limit: int | None = None) -> list[Node]:
         """`Tree.passages_of`, cached (a kept page is often kept again by the next query;
         the nodes share their texts with the entries made of them). A new list each call."""
-        key = (node.id, limit)
+        return self._listed((node.id, limit), lambda: self.tree.passages_of(node, limit))
+
+    def sections_of(self, node: Node) -> list[Node]:
+        """`Tree.sections_of`, cached as `passages_of` (a long page kept again by the next
+        query has its headings judged again). A new list each call."""
+        return self._listed((node.id, "sections"), lambda: self.tree.sections_of(node))
+
+    def _listed(self, key: tuple[int, int | str | None], read: Callable[[], list[Node]]) -> list[Node]:
+        """The node list under `key`, read once and kept while `PASSAGE_LIST_NODES` nodes are
+        held in such lists (then they are all let go and kept anew)."""
         found = self._passages.get(key)
         if found is None:
-            found = self.tree.passages_of(node, limit)
+            found = read()
             if len(found) <= PASSAGE_LIST_NODES:
                 if self._passages_held + len(found) > PASSAGE_LIST_NODES:
                     self._passages.clear()

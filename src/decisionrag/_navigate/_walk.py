@@ -272,7 +272,7 @@ class Walk:
         assert self.preset.headings is not None
         settings = self.preset.headings
         pages.sort(key=self.view.reading_key)
-        sections = {p.id: [n for n in self.tree.subtree(p.id) if n.kind == NodeKind.SECTION] for p in pages}
+        sections = {p.id: self.view.sections_of(p) for p in pages}
         candidates = self.admit([s for p in pages for s in sections[p.id]], Stage.HEADING.value)
         kept_by_page: dict[int, list[Node]] = {p.id: [] for p in pages}
         stage_kept: list[Scored] = []

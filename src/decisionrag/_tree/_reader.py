@@ -227,6 +227,12 @@ class Tree:
             sql += f" LIMIT {int(limit)}"
         return self._many(sql, (node.id, node.end))
 
+    def sections_of(self, node: Node) -> list[Node]:
+        """The sections inside a document or section, in reading order (its passages are
+        not read: `subtree` of a long page would bring every passage's text along)."""
+        sql = f"SELECT {{}} FROM nodes WHERE id BETWEEN ? AND ? AND kind={_SECTION} ORDER BY id"
+        return self._many(sql, (node.id, node.end))
+
     def documents(self) -> Iterator[Node]:
         """Every document in id order (streams; for builders, baselines and evaluation)."""
         cursor = self._db.execute(f"SELECT {_COLUMNS} FROM nodes WHERE kind={_DOCUMENT} ORDER BY id")
