@@ -231,3 +231,22 @@ def test_best_first_partial_equals_the_stable_full_sort() -> None:
         assert best_first(array) == expected
         for n in (0, 1, 3, 10, 100):
             assert best_first(array, n) == expected[:n]
+
+
+def test_rescored_first_moves_the_rescored_to_the_front_keeping_both_orders() -> None:
+    """The oracle: the membership test per position it replaced, on random levels."""
+    import random
+
+    import numpy as np
+
+    from decisionrag._navigate._ranking import best_first, rescored_first
+
+    rng = random.Random(4)
+    for _ in range(200):
+        n = rng.randint(1, 300)
+        values = np.array([rng.choice([0.1, 0.5, 0.9, rng.random()]) for _ in range(n)])  # ties
+        order = best_first(values)
+        rescored = sorted(rng.sample(range(n), rng.randint(0, n)))
+        members = set(rescored)
+        want = [i for i in order if i in members] + [i for i in order if i not in members]
+        assert rescored_first(np.asarray(order, dtype=np.int64), np.asarray(rescored, dtype=np.int64)) == want

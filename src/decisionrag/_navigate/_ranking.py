@@ -129,12 +129,28 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
     entries = [view.entry(kind, node, "description") for node in reading]
     values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
     fresh = dict(zip(map(_KEY, reading), values, strict=True))
+    unique = len(ranking.scores) == len(keys)  # (keys that repeat: their last score counts)
     ranking.scores = {**ranking.scores, **fresh}  # a new dict: `first` keeps its own
     stage.scores, stage.nodes = fresh, reading
+    if unique:
+        rescored = np.asarray(sorted(top), dtype=np.int64)  # `reading`'s positions
+        ranking.values = ranking.values.copy()
+        ranking.values[rescored] = values
+        ranking.order = rescored_first(np.asarray(ranking.positions(), dtype=np.int64), rescored)
+        return stage
     ranking.values = np.fromiter(map(ranking.scores.__getitem__, keys), np.float64, len(keys))
     order = ranking.positions()
     ranking.order = [i for i in order if keys[i] in fresh] + [i for i in order if keys[i] not in fresh]
     return stage
+
+
+def rescored_first(order: npt.NDArray[np.int64], rescored: npt.NDArray[np.int64]) -> list[int]:
+    """`order` (positions, best first) with the `rescored` positions moved to the front,
+    each part keeping its order (masks over the level, not a membership test per position)."""
+    chosen = np.zeros(len(order), dtype=bool)
+    chosen[rescored] = True
+    first = chosen[order]
+    return [*order[first].tolist(), *order[~first].tolist()]
 
 
 def display(node: Node) -> str:
