@@ -535,3 +535,61 @@ def test_a_request_given_fewer_answers_than_questions_fails_alone() -> None:
     checked = _checked_slices(np.array([0.5, 0.25]), np.array([0, 2, 2]), [2, 1], "j")
     assert checked[0] == [0.5, 0.25]
     assert isinstance(checked[1], JudgeProtocolError) and "0 answers for 1 questions" in str(checked[1])
+
+
+def test_a_rescoring_request_reads_the_page_levels_evidence_bit_for_bit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one walk, a request over candidates the walk's level already scored (the
+    rescoring pass: the best pages again, as new entries with their own row handles) takes
+    their vector evidence from that level: no product, the same floats as computing it.
+    Rows the level did not hold, another query, or no walk: computed as before."""
+    from decisionrag._judges import BinaryRequest, Candidate, _embedded
+    from decisionrag._query import shared_work
+    from decisionrag._sync import run_sync
+    from decisionrag._tree import _vectors
+
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((1500, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(1500) < 0.1] = 0.0
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    spans = [(int(a), int(a + rng.integers(1, 9))) for a in rng.integers(0, 1490, size=120)]
+
+    def candidates(chosen: Sequence[int]) -> list[Any]:
+        return [Candidate(id=str(i), text=f"page {i}", vectors=stored.lazy_rows(*spans[i])) for i in chosen]
+
+    def request(items: list[Any], query: str) -> Any:
+        return BinaryRequest(context="", questions=tuple("?" * len(items)), query=query,
+                             candidates=tuple(items))
+
+    class Encoder:
+        name = cache_key = "m"
+        dim = 384
+
+        def encode(self, batch: Sequence[str]) -> np.ndarray:
+            out = np.random.default_rng(len(batch[0])).standard_normal((len(batch), 384))
+            return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+    judge, fresh = _embedded.EmbeddedJudge(Encoder()), _embedded.EmbeddedJudge(Encoder())
+    products: list[int] = []  # a product of rows (fresh or through a kept plan)
+    real_fill = judge._fill_own_and_best
+    monkeypatch.setattr(judge, "_fill_own_and_best",
+                        lambda *a, **k: products.append(1) or real_fill(*a, **k))
+    level = candidates(range(120))
+    rescored = candidates([7, 3, 99, 42, 7])  # new handles over rows the level holds
+    elsewhere = [Candidate(id="x", text="x", vectors=stored.lazy_rows(5, 7 + 40))]  # rows it does not
+    with shared_work():
+        run_sync(judge.binary_many([request(level[:60], "q"), request(level[60:], "q")]))
+        products.clear()
+        for items, query, computed in ((rescored, "q", False), (elsewhere, "q", True),
+                                       (rescored, "another query", True)):
+            got = judge.evidence(query, items)
+            assert bool(products) is computed, (query, len(items))
+            products.clear()
+            want = fresh.evidence(query, items)
+            assert all((a == b).all() for a, b in zip(got, want, strict=True))
+    judge.evidence("q", rescored)  # outside a walk: nothing kept from one
+    assert products
+    stored.close()

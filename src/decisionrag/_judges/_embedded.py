@@ -72,7 +72,7 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
-from ._evidence import RecurringLists, RowsPlan, fill_own_and_best
+from ._evidence import Level, RecurringLists, RowsPlan, fill_own_and_best, token_estimates
 from ._options import JudgeOptions
 
 DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
@@ -225,6 +225,7 @@ class EmbeddedJudge(Judge):
         self._pool_pid = 0
         self._pool_lock = threading.Lock()
         self.plans = RecurringLists(PLAN_BYTES)
+        self._levels_key = ("levels read", id(self))  # a walk's levels (`_remember_level`)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of `texts` (rows, L2-normalised), encoding only those not cached."""
@@ -286,11 +287,34 @@ class EmbeddedJudge(Judge):
             own[texts] = best[texts] = encoded
         with_parts = sum(len(c.vectors) - 1 for c in candidates if c.vectors is not None)
         read_parts = with_parts <= PART_ROW_BUDGET
-        self._fill_own_and_best(own, best, [c.vectors for c in candidates], q, read_parts)
+        rows_of = [c.vectors for c in candidates]
+        if not (read_parts and not texts and self._read_in_this_walk(query, rows_of, own, best)):
+            self._fill_own_and_best(own, best, rows_of, q, read_parts)
         return own, best, self._lexical(query, [c.text for c in candidates], lexicon)
 
+    def _read_in_this_walk(self, query: str, rows_of: list[Any], own: np.ndarray,
+                           best: np.ndarray) -> bool:
+        """Fill `own` and `best` from a level this walk already scored for `query`, when
+        every candidate's rows are among that level's (the rescoring pass re-asks about
+        the page level's best pages): the same products of the same rows, so the same
+        floats. False, nothing filled, otherwise."""
+        work = current_shared_work()
+        for asked, level, level_own, level_best in reversed(work.memo(self._levels_key, list)
+                                                            if work is not None else []):
+            positions = level.find(rows_of) if asked == query else None
+            if positions is not None:
+                own[:], best[:] = level_own[positions], level_best[positions]
+                return True
+        return False
+
+    def _remember_level(self, query: str, level: Level, own: np.ndarray, best: np.ndarray) -> None:
+        """Keep a level's vector evidence (every part read) for the rest of this walk."""
+        work = current_shared_work()
+        if work is not None:
+            work.memo(self._levels_key, list).append((query, level, own, best))
+
     def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None,
-                 level: _Level | None = None) -> np.ndarray:
+                 level: Level | None = None) -> np.ndarray:
         """Lexical evidence of `texts`; for a `level` (its candidates' texts), its postings
         are kept under the level's key."""
         if lexicon is None or not self.calibration.lexical_weight:
@@ -302,7 +326,7 @@ class EmbeddedJudge(Judge):
 
     def _fill_own_and_best(self, own: np.ndarray, best: np.ndarray,
                            rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,
-                           read_parts: bool, level: _Level | None = None) -> None:
+                           read_parts: bool, level: Level | None = None) -> None:
         """`_fill_own_and_best`, its stored rows gathered once for a list that recurs (a
         `level`'s: kept under the level's key)."""
         key, kept = ((("rows", read_parts, level.listed), level) if level is not None
@@ -409,7 +433,7 @@ class EmbeddedJudge(Judge):
         return [r if r is not None else JudgeRequestError(f"{self.name}: not computed")
                 for r in results]
 
-    def _scores_of_many(self, query: str, requests: list[BinaryRequest], level: _Level,
+    def _scores_of_many(self, query: str, requests: list[BinaryRequest], level: Level,
                         bounds: np.ndarray) -> np.ndarray:
         """`scores(query, request.candidates, ...)` of every request (all with stored vectors
         and the same statistics), computed over their candidates together (`level`; request
@@ -420,6 +444,7 @@ class EmbeddedJudge(Judge):
         read_parts = parts <= PART_ROW_BUDGET  # per request, as `evidence` decides
         if read_parts.all():
             self._fill_own_and_best(own, best, level.rows_of, q, True, level)
+            self._remember_level(query, level, own.copy(), best.copy())
         else:
             owner = np.repeat(read_parts, np.diff(bounds)).tolist()
             for reading in (True, False):
@@ -429,18 +454,18 @@ class EmbeddedJudge(Judge):
         lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level)
         return self.calibration.fuse(own, best, lexical)
 
-    def level(self, candidates: list[Candidate]) -> _Level:
+    def level(self, candidates: list[Candidate]) -> Level:
         """What a level's `candidates` are read through (query-independent): kept for a list
         that recurs, with the plans made under its key (one key for all of them)."""
         listed = self.plans.key((), candidates)[-1]
-        kept = self.plans.get(("level", listed), candidates, lambda: _Level.of(candidates, listed))
-        return kept if kept is not None else _Level.of(candidates, listed)
+        kept = self.plans.get(("level", listed), candidates, lambda: Level.of(candidates, listed))
+        return kept if kept is not None else Level.of(candidates, listed)
 
     def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray,
-                     level: _Level | None = None) -> list[int]:
+                     level: Level | None = None) -> list[int]:
         """The token estimate of each request (candidates `bounds[r]:bounds[r + 1]`): the
         query's and each candidate text's `estimate_tokens`, summed."""
-        tokens = level.tokens if level is not None else _token_estimates(list(map(_TEXT, candidates)))
+        tokens = level.tokens if level is not None else token_estimates(list(map(_TEXT, candidates)))
         summed = np.concatenate([[0], np.cumsum(tokens)])[bounds]
         return (estimate_tokens(query) + np.diff(summed)).tolist()
 
@@ -466,47 +491,6 @@ class EmbeddedJudge(Judge):
 _TEXT = operator.attrgetter("text")
 _VECTORS = operator.attrgetter("vectors")
 _IS_NONE = functools.partial(operator.is_, None)
-_START, _STOP = operator.attrgetter("start"), operator.attrgetter("stop")
-
-
-def _row_counts(rows_of: list[Any]) -> np.ndarray:
-    """`len` of each candidate's rows: stored rows' bounds read in C (their `__len__` is a
-    Python call, 4,000 of them a page level), arrays given by hand measured one by one."""
-    n = len(rows_of)
-    try:
-        return (np.fromiter(map(_STOP, rows_of), np.int64, n)
-                - np.fromiter(map(_START, rows_of), np.int64, n))
-    except AttributeError:
-        return np.fromiter(map(len, rows_of), np.int64, n)
-
-
-@dataclass(frozen=True, slots=True)
-class _Level:
-    """A level's candidates as the judge reads them: their texts, stored rows, row counts
-    and token estimates, and `listed`, their ids packed (`RecurringLists.key`), the key the
-    level's plans are kept under. Holds the candidates, so that the ids stay theirs."""
-
-    candidates: list[Candidate]
-    listed: bytes
-    texts: list[str]
-    rows_of: list[Any]
-    row_counts: np.ndarray
-    tokens: np.ndarray  # each text's `estimate_tokens`
-
-    @classmethod
-    def of(cls, candidates: list[Candidate], listed: bytes) -> _Level:
-        texts = list(map(_TEXT, candidates))
-        rows_of = list(map(_VECTORS, candidates))
-        return cls(candidates, listed, texts, rows_of, _row_counts(rows_of), _token_estimates(texts))
-
-    @property
-    def nbytes(self) -> int:
-        return 8 * (2 * len(self.texts)) + self.row_counts.nbytes + self.tokens.nbytes
-
-
-def _token_estimates(texts: list[str]) -> np.ndarray:
-    """Each text's `estimate_tokens` (characters / 4, plus one), as an array."""
-    return np.fromiter(map(len, texts), np.int64, len(texts)) // 4 + 1
 
 
 def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, expected: list[int], who: str

@@ -9,6 +9,7 @@ rounds a row by where it falls in the matrix).
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -17,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ._base import VectorRows
+from ._base import Candidate, VectorRows
 
 ROWS_PER_PRODUCT = 2_048  # stored rows gathered per product (3 MB of 384-d float32)
+_TEXT, _VECTORS = operator.attrgetter("text"), operator.attrgetter("vectors")
+_START, _STOP = operator.attrgetter("start"), operator.attrgetter("stop")
 
 
 class RecurringLists:
@@ -220,3 +223,67 @@ def own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool)
     else:
         own = 0.0
     return own, float(parts.max()) if parts.size else own
+
+
+@dataclass(slots=True)
+class Level:
+    """A level's candidates as the judge reads them (query-independent): their texts,
+    stored rows, row counts and token estimates, and `listed`, their ids packed
+    (`RecurringLists.key`), the key the level's plans are kept under. Holds the
+    candidates, so that the ids stay theirs."""
+
+    candidates: list[Candidate]
+    listed: bytes
+    texts: list[str]
+    rows_of: list[Any]
+    row_counts: np.ndarray
+    tokens: np.ndarray  # each text's `estimate_tokens`
+    starts: np.ndarray | None  # each candidate's first stored row (None: not all stored)
+    _by_start: np.ndarray | None = None  # positions sorted by first row, made on first `find`
+
+    @classmethod
+    def of(cls, candidates: list[Candidate], listed: bytes) -> Level:
+        texts = list(map(_TEXT, candidates))
+        rows_of = list(map(_VECTORS, candidates))
+        n = len(rows_of)
+        try:  # stored rows' bounds read in C (their `__len__` is a Python call)
+            starts = np.fromiter(map(_START, rows_of), np.int64, n)
+            counts = np.fromiter(map(_STOP, rows_of), np.int64, n) - starts
+        except AttributeError:  # arrays given by hand (or no rows): measured one by one
+            starts, counts = None, np.fromiter(map(len, rows_of), np.int64, n)
+        return cls(candidates, listed, texts, rows_of, counts, token_estimates(texts), starts)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.row_counts, self.tokens, self.starts, self._by_start)
+        return 16 * len(self.texts) + sum(a.nbytes for a in arrays if a is not None)
+
+    def find(self, rows_of: Sequence[Any]) -> np.ndarray | None:
+        """The positions in this level of candidates with the same stored rows as `rows_of`
+        (same vectors, same first and last row), or None when one has none there."""
+        if self.starts is None or not len(self.starts):
+            return None
+        n = len(rows_of)
+        try:
+            starts = np.fromiter(map(_START, rows_of), np.int64, n)
+            stops = np.fromiter(map(_STOP, rows_of), np.int64, n)
+        except AttributeError:
+            return None
+        if self._by_start is None:
+            self._by_start = np.argsort(self.starts, kind="stable")
+        by_start = self._by_start
+        at = np.minimum(np.searchsorted(self.starts[by_start], starts), len(by_start) - 1)
+        positions = by_start[at]
+        if not ((self.starts[positions] == starts).all()
+                and (self.starts[positions] + self.row_counts[positions] == stops).all()):
+            return None
+        found = self.rows_of
+        pairs = zip(rows_of, positions.tolist(), strict=True)
+        if any(rows.source is not found[p].source for rows, p in pairs):
+            return None
+        return positions
+
+
+def token_estimates(texts: list[str]) -> np.ndarray:
+    """Each text's `estimate_tokens` (characters / 4, plus one), as an array."""
+    return np.fromiter(map(len, texts), np.int64, len(texts)) // 4 + 1
