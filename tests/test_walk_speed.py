@@ -169,6 +169,30 @@ def test_packing_without_a_token_cap_cuts_as_the_token_counted_packing(seed: int
             assert [len(chunk) for chunk in got] == [b - a for a, b in itertools.pairwise(expected)]
 
 
+def _stored_unit_rows(tmp_path: Path, rng: np.random.Generator, n: int) -> tuple[np.ndarray, Any]:
+    """`n` random unit rows of 384 (a tenth zero: sections, parts without vectors), stored
+    as a tree's float32 vectors at tmp_path/t.tree; the rows and the opened set."""
+    from decisionrag._tree import _vectors
+
+    rows = rng.standard_normal((n, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[rng.random(n) < 0.1] = 0.0
+    meta = {"written_at": "now", "counts": {}}
+    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
+    return rows, _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+
+
+class _SeededEncoder:
+    """A query encoder whose vector depends on the first text's length only."""
+
+    name = cache_key = "m"
+    dim = 384
+
+    def encode(self, batch: Sequence[str]) -> np.ndarray:
+        out = np.random.default_rng(len(batch[0])).standard_normal((len(batch), 384))
+        return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+
 # -- vector reads batched per level -------------------------------------------------------
 
 
@@ -180,12 +204,7 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     from decisionrag._tree import _vectors
 
     rng = np.random.default_rng(7)
-    rows = rng.standard_normal((3000, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    rows[rng.random(3000) < 0.1] = 0.0  # zero rows: sections, parts without vectors
-    meta = {"written_at": "now", "counts": {}}
-    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
-    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    rows, stored = _stored_unit_rows(tmp_path, rng, 3000)
     monkeypatch.setattr(_vectors, "HELD_BYTES", 1 << 30 if held else 0)
     monkeypatch.setattr(_evidence, "ROWS_PER_PRODUCT", 64)  # several products per length
     starts = rng.integers(0, 2990, size=700)
@@ -212,16 +231,10 @@ def test_a_level_computed_in_one_call_gives_each_request_its_own_answers_bit_for
     budget), texts to embed, a request without questions, and a malformed one (its own error)."""
     from decisionrag._judges import BinaryRequest, Candidate, _embedded
     from decisionrag._sync import run_sync
-    from decisionrag._tree import _vectors
     from decisionrag._words import Lexicon
 
     rng = np.random.default_rng(3)
-    rows = rng.standard_normal((2000, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    rows[rng.random(2000) < 0.1] = 0.0
-    meta = {"written_at": "now", "counts": {}}
-    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
-    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    rows, stored = _stored_unit_rows(tmp_path, rng, 2000)
     monkeypatch.setattr(_embedded, "PART_ROW_BUDGET", 40)  # some requests read own rows only
     words = _VOCABULARY
     texts = [" ".join(random.Random(i).choices(words, k=12)) for i in range(400)]
@@ -353,16 +366,10 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
     texts' postings made once and kept; evidence through them equals the fresh computation
     bit for bit, for queries after the one that made the plan too."""
     from decisionrag._judges import Candidate, _embedded, _evidence
-    from decisionrag._tree import _vectors
     from decisionrag._words import Lexicon
 
     rng = np.random.default_rng(11)
-    rows = rng.standard_normal((2000, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    rows[rng.random(2000) < 0.1] = 0.0
-    meta = {"written_at": "now", "counts": {}}
-    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
-    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    _, stored = _stored_unit_rows(tmp_path, rng, 2000)
     monkeypatch.setattr(_evidence, "ROWS_PER_PRODUCT", 64)
     words = random.Random(5)
     texts = [" ".join(words.choice(_VOCABULARY) for _ in range(words.randint(0, 30)))
@@ -372,16 +379,8 @@ def test_a_recurring_candidate_list_is_read_through_its_kept_plan_bit_for_bit(
                             vectors=stored.lazy_rows(int(a), int(a + rng.integers(1, 9))))
                   for i, a in enumerate(rng.integers(0, 1990, size=400))]
 
-    class Encoder:
-        name = cache_key = "m"
-        dim = 384
-
-        def encode(self, batch: Sequence[str]) -> np.ndarray:
-            out = np.random.default_rng(len(batch[0])).standard_normal((len(batch), 384))
-            return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
-
-    judge = _embedded.EmbeddedJudge(Encoder())
-    fresh = _embedded.EmbeddedJudge(Encoder(), calibration=judge.calibration)
+    judge = _embedded.EmbeddedJudge(_SeededEncoder())
+    fresh = _embedded.EmbeddedJudge(_SeededEncoder(), calibration=judge.calibration)
     fresh.plans = _evidence.RecurringLists(0)  # keeps nothing: always the fresh computation
     for query in ("passport renew", "fishing river visa", "passport renew", "of the", "visa 2024"):
         q = judge.query_vector(query)
@@ -546,15 +545,9 @@ def test_a_rescoring_request_reads_the_page_levels_evidence_bit_for_bit(
     from decisionrag._judges import BinaryRequest, Candidate, _embedded
     from decisionrag._query import shared_work
     from decisionrag._sync import run_sync
-    from decisionrag._tree import _vectors
 
     rng = np.random.default_rng(5)
-    rows = rng.standard_normal((1500, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    rows[rng.random(1500) < 0.1] = 0.0
-    meta = {"written_at": "now", "counts": {}}
-    _vectors.write_vectors(tmp_path / "t.tree", rows, model="m", precision="float32", tree_meta=meta)
-    stored = _vectors.NodeVectors.open(tmp_path / "t.tree", meta)
+    _, stored = _stored_unit_rows(tmp_path, rng, 1500)
     spans = [(int(a), int(a + rng.integers(1, 9))) for a in rng.integers(0, 1490, size=120)]
 
     def candidates(chosen: Sequence[int]) -> list[Any]:
@@ -564,15 +557,8 @@ def test_a_rescoring_request_reads_the_page_levels_evidence_bit_for_bit(
         return BinaryRequest(context="", questions=tuple("?" * len(items)), query=query,
                              candidates=tuple(items))
 
-    class Encoder:
-        name = cache_key = "m"
-        dim = 384
-
-        def encode(self, batch: Sequence[str]) -> np.ndarray:
-            out = np.random.default_rng(len(batch[0])).standard_normal((len(batch), 384))
-            return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
-
-    judge, fresh = _embedded.EmbeddedJudge(Encoder()), _embedded.EmbeddedJudge(Encoder())
+    judge = _embedded.EmbeddedJudge(_SeededEncoder())
+    fresh = _embedded.EmbeddedJudge(_SeededEncoder())
     products: list[int] = []  # a product of rows (fresh or through a kept plan)
     real_fill = judge._fill_own_and_best
     monkeypatch.setattr(judge, "_fill_own_and_best",

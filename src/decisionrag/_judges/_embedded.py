@@ -416,7 +416,7 @@ class EmbeddedJudge(Judge):
             try:
                 candidates = [c for request in group for c in request.candidates]
                 bounds = np.cumsum([0] + [len(request.candidates) for request in group])
-                level = self.level(candidates)
+                level = self._level(candidates)
                 scores = self._scores_of_many(query, group, level, bounds)
                 p_yes = self.calibration.p_yes_many(scores, bounds)
                 answers = _checked_slices(p_yes, bounds, [len(r.questions) for r in group],
@@ -444,7 +444,7 @@ class EmbeddedJudge(Judge):
         read_parts = parts <= PART_ROW_BUDGET  # per request, as `evidence` decides
         if read_parts.all():
             self._fill_own_and_best(own, best, level.rows_of, q, True, level)
-            self._remember_level(query, level, own.copy(), best.copy())
+            self._remember_level(query, level, own, best)  # neither is written to again
         else:
             owner = np.repeat(read_parts, np.diff(bounds)).tolist()
             for reading in (True, False):
@@ -454,7 +454,7 @@ class EmbeddedJudge(Judge):
         lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level)
         return self.calibration.fuse(own, best, lexical)
 
-    def level(self, candidates: list[Candidate]) -> Level:
+    def _level(self, candidates: list[Candidate]) -> Level:
         """What a level's `candidates` are read through (query-independent): kept for a list
         that recurs, with the plans made under its key (one key for all of them)."""
         listed = self.plans.key((), candidates)[-1]

@@ -76,8 +76,8 @@ class RecurringLists:
 
 @dataclass(frozen=True, slots=True)
 class _Stacked:
-    """One block length of a `RowsPlan`: the blocks' rows stacked, and what of them is
-    present worked out once (rows that are not all zero)."""
+    """Blocks of one length (a `RowsPlan`'s, kept; or one product of `fill_own_and_best`):
+    their rows stacked, and what of them is present worked out once (rows not all zero)."""
 
     stack: np.ndarray  # (blocks, rows, dim)
     has_parts: np.ndarray  # per block: some part row present
@@ -97,7 +97,9 @@ class _Stacked:
         return self.stack.nbytes + self.has_parts.nbytes + mask + sum(m.nbytes for _, m in self.without_own)
 
     def own_and_best(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`own_and_best_stacked(stack, q)`, the same operations on the same values."""
+        """`own_and_best` of every block, as float64 arrays: one batched product (block b's
+        row equals stack[b] @ q exactly); a block without a row of its own takes its parts'
+        mean."""
         sims = np.matmul(self.stack, q)
         own = sims[:, 0].astype(np.float64)
         for b, parts_present in self.without_own:
@@ -190,25 +192,8 @@ def fill_own_and_best(own: np.ndarray, best: np.ndarray,
         step = max(1, ROWS_PER_PRODUCT // n)
         for at in range(0, len(members), step):  # one block gathered at a time: bounded memory
             chosen = members[at:at + step]
-            own[chosen], best[chosen] = own_and_best_stacked(source.blocks(starts[at:at + step], n), q)
-
-
-def own_and_best_stacked(stack: np.ndarray, q: np.ndarray, present: np.ndarray | None = None
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """`own_and_best` of every block of `stack` (blocks, rows, dim), as float64 arrays
-    (`present`: which rows are not all zero, when known)."""
-    sims = np.matmul(stack, q)  # (blocks, rows): block b's row equals stack[b] @ q exactly
-    if present is None:
-        present = np.any(stack != 0, axis=2)
-    own = sims[:, 0].astype(np.float64)
-    for b in np.flatnonzero(~present[:, 0]).tolist():  # no row of its own: its parts' mean
-        parts = sims[b, 1:][present[b, 1:]]
-        own[b] = float(parts.mean()) if parts.size else 0.0
-    if sims.shape[1] == 1:
-        return own, own.copy()
-    has_parts = present[:, 1:].any(axis=1)
-    highest = np.where(present[:, 1:], sims[:, 1:], np.float32(-np.inf)).max(axis=1)
-    return own, np.where(has_parts, highest.astype(np.float64), own)
+            stacked = _Stacked.of(source.blocks(starts[at:at + step], n))
+            own[chosen], best[chosen] = stacked.own_and_best(q)
 
 
 def own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool) -> tuple[float, float]:
