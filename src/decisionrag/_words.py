@@ -4,10 +4,13 @@
 words dropped, a light suffix stripper so that "renew", "renews" and "renewing" meet).
 `Lexicon` holds a corpus's document frequencies (counted over passages at build time and
 stored with the tree's vectors) and scores a text against a query with BM25 weights.
+`TermRows` holds each passage's term counts, counted at build time and stored beside the
+lexicon, so that scoring a passage met for the first time counts nothing (`CountedText`).
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import itertools
 import json
@@ -103,13 +106,101 @@ def term_counts(text: str) -> tuple[dict[str, int], int]:
     return counts, sum(counts.values())
 
 
+@dataclass(frozen=True, slots=True)
+class CountedText:
+    """A text whose term counts are mostly stored: `prefix` (counted when scored; empty, or
+    ending in a character that is no part of a word) followed by the text of row `row` of
+    the lexicon's `TermRows`. Terms never span the join, so the counts of the whole text are
+    the prefix's plus the row's: the same integers `term_counts` gives."""
+
+    prefix: str
+    row: int
+
+
+class TermRows:
+    """Per-row term counts (rows are node ids; a row with no text is empty): the terms of
+    row r are `terms[offsets[r]:offsets[r + 1]]`, ids into `vocabulary` (the lexicon's
+    terms in their stored order), with `counts` beside them and `lengths[r]` their sum."""
+
+    __slots__ = ("_ids", "counts", "lengths", "offsets", "terms", "vocabulary")
+
+    def __init__(self, vocabulary: Sequence[str], offsets: np.ndarray, terms: np.ndarray,
+                 counts: np.ndarray, lengths: np.ndarray) -> None:
+        self.vocabulary = vocabulary
+        self.offsets, self.terms, self.counts, self.lengths = offsets, terms, counts, lengths
+        self._ids: dict[str, int] | None = None
+
+    @classmethod
+    def count(cls, vocabulary: Sequence[str], rows: int, ids: Sequence[int],
+              texts: Iterable[str]) -> TermRows:
+        """The counts of `texts`, the texts of rows `ids` (ascending), each term an id into
+        `vocabulary`; a term missing from it is refused (the vocabulary must cover the texts)."""
+        if np.any(np.diff(np.asarray(ids, dtype=np.int64)) <= 0):
+            raise ValueError("term rows are counted in ascending row order")
+        index = {term: i for i, term in enumerate(vocabulary)}
+        sizes = np.zeros(rows, dtype=np.int64)
+        lengths = np.zeros(rows, dtype=np.int64)
+        terms, counts = array.array("I"), array.array("I")  # 4 bytes a term, not a Python int
+        for row, text in zip(ids, texts, strict=True):
+            found = Counter(filter(None, _term_stream(text)))
+            terms.extend(map(index.__getitem__, found))
+            counts.extend(found.values())
+            sizes[row], lengths[row] = len(found), sum(found.values())
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        tfs = np.frombuffer(counts, dtype=np.uint32) if counts else np.zeros(0, dtype=np.uint32)
+        if not tfs.size or tfs.max() <= np.iinfo(np.uint16).max:
+            tfs = tfs.astype(np.uint16)
+        ids_of = np.frombuffer(terms, dtype=np.uint32) if terms else np.zeros(0, dtype=np.uint32)
+        return cls(vocabulary, offsets, ids_of, tfs, lengths)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays as stored (widest first, so that each stays aligned)."""
+        return {"offsets": self.offsets, "lengths": self.lengths, "terms": self.terms,
+                "counts": self.counts}
+
+    @classmethod
+    def stored(cls, vocabulary: Sequence[str], arrays: dict[str, np.ndarray]) -> TermRows | None:
+        """The rows of `arrays` (`arrays()` as read back), None when they do not fit together
+        or `vocabulary` (a lexicon of another build)."""
+        try:
+            offsets, lengths = arrays["offsets"], arrays["lengths"]
+            terms, counts = arrays["terms"], arrays["counts"]
+        except KeyError:
+            return None
+        fits = (len(offsets) == len(lengths) + 1 and len(terms) == len(counts)
+                and len(offsets) and int(offsets[-1]) == len(terms)
+                and (not len(terms) or int(terms.max()) < len(vocabulary)))
+        return cls(vocabulary, offsets, terms, counts, lengths) if fits else None
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+    def term_id(self, term: str) -> int:
+        """The id of `term`, -1 when no row holds it (the lookup made on first use)."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = {t: i for i, t in enumerate(self.vocabulary)}
+        return ids.get(term, -1)
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner, term ids, counts) of every term of `rows`, owner the position in `rows`."""
+        starts = np.asarray(self.offsets[rows], dtype=np.int64)
+        sizes = np.asarray(self.offsets[rows + 1], dtype=np.int64) - starts
+        owner = np.repeat(np.arange(len(rows)), sizes)
+        places = np.arange(int(sizes.sum())) + np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
+        return owner, np.asarray(self.terms[places]), np.asarray(self.counts[places])
+
+
 @dataclass(slots=True)
 class Lexicon:
-    """Document frequencies of terms over `documents` texts of mean length `mean_length`."""
+    """Document frequencies of terms over `documents` texts of mean length `mean_length`;
+    `rows`, when stored, the term counts of the corpus's passages (`CountedText`)."""
 
     documents: int
     mean_length: float
     frequencies: dict[str, int] = field(default_factory=dict)
+    rows: TermRows | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def count(cls, texts: Iterable[str]) -> Lexicon:
@@ -146,18 +237,22 @@ class Lexicon:
                 value += weight * tf * (K1 + 1) / (tf + norm)
         return value / (total * (K1 + 1))
 
-    def scores(self, query: str, texts: Sequence[str],
-               index: TermIndex | None = None) -> list[float]:
+    def scores(self, query: str, texts: Sequence[str], index: TermIndex | None = None,
+               stored: Sequence[CountedText | None] = ()) -> list[float]:
         """`score` of every text, computed a query term at a time over all texts (the same
         operations in the same order as `score`, so the same floats). `index`, the
         `TermIndex` of these `texts` under this lexicon, reads each query term's postings
-        instead of asking every text (for a list of texts that recurs, a page level)."""
+        instead of asking every text (for a list of texts that recurs, a page level).
+        `stored`, one per text, says where a text's counts are stored in `rows` (all of
+        them, or the texts are counted)."""
         weights = self.query_weights(query)
         total = sum(weights.values())
         if not total or not texts:
             return [0.0] * len(texts)
         if index is not None:
             return index.scores(weights, total)
+        if self.rows is not None and len(stored) == len(texts) and None not in stored:
+            return self._stored_scores(weights, total, stored)  # type: ignore[arg-type]
         counted = list(map(term_counts, texts))
         lengths = np.fromiter((length for _, length in counted), dtype=np.float64, count=len(texts))
         norm = _norms(lengths, self.mean_length)
@@ -166,6 +261,30 @@ class Lexicon:
         for term, weight in weights.items():  # summed in query-term order, as `score` sums
             tf = np.fromiter(map(dict.get, dicts, itertools.repeat(term), itertools.repeat(0)),
                              dtype=np.float64, count=len(texts))
+            value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
+        return (value / (total * (K1 + 1))).tolist()
+
+    def _stored_scores(self, weights: dict[str, float], total: float,
+                       stored: Sequence[CountedText]) -> list[float]:
+        """`scores` of texts whose counts are stored: each term's count the prefix's plus the
+        row's (integers, so the same `tf`), then the same sums in the same order."""
+        rows = self.rows
+        assert rows is not None
+        places = np.fromiter((s.row for s in stored), dtype=np.int64, count=len(stored))
+        prefixes = [term_counts(s.prefix) for s in stored]
+        lengths = (np.asarray(rows.lengths[places], dtype=np.float64)
+                   + np.fromiter((n for _, n in prefixes), dtype=np.float64, count=len(stored)))
+        norm = _norms(lengths, self.mean_length)
+        owner, ids, counts = rows.gather(places)
+        dicts = [counts_of for counts_of, _ in prefixes]
+        value = np.zeros(len(stored))
+        for term, weight in weights.items():  # in query-term order, as `score` sums
+            tf = np.fromiter(map(dict.get, dicts, itertools.repeat(term), itertools.repeat(0)),
+                             dtype=np.float64, count=len(stored))
+            term_id = rows.term_id(term)
+            if term_id >= 0:
+                hit = ids == term_id
+                tf += np.bincount(owner[hit], weights=counts[hit], minlength=len(stored))
             value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
         return (value / (total * (K1 + 1))).tolist()
 

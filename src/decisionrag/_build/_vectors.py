@@ -33,7 +33,7 @@ from .._tree._vectors import (
     write_lexicon,
     write_vectors,
 )
-from .._words import Lexicon
+from .._words import Lexicon, TermRows
 
 EncodeFn = Callable[[Sequence[str]], np.ndarray]
 
@@ -105,7 +105,10 @@ def _embed_tree(tree_path: str | os.PathLike[str], name: str, resolved: str, enc
         full_checks = np.zeros(n_rows, dtype=np.uint32)
         full_checks[ids] = checks
         _save_checks(header, full_checks)
-        write_lexicon(tree_path, Lexicon.count(texts).to_json(), tree.meta)
+        lexicon = Lexicon.count(texts)
+        rows = TermRows.count(list(lexicon.frequencies), n_rows, ids.tolist(),
+                              (node.text for node in tree.iter_passages()))
+        write_lexicon(tree_path, lexicon.to_json(), tree.meta, rows.arrays())
         del texts, matrix
         stored = NodeVectors.open(tree_path, tree.meta, model=name, precision=resolved)
         ann_report, note = keep_ann(tree_path, stored, ids, tree.meta, kept=ids[reused],

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._errors import JudgeProtocolError
 from .._sync import run_sync
-from .._words import Lexicon
+from .._words import CountedText, Lexicon
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +134,14 @@ class Candidate:
 
     `vectors`, when the judge reads vectors (`Reads.vectors`) and they are stored, holds
     unit rows in that space: row 0 the candidate as a whole (zero when it has none), further
-    rows its parts (a page's passages; zero rows are not parts)."""
+    rows its parts (a page's passages; zero rows are not parts). `counted`, when the
+    statistics the request carries store the text's term counts, says where (`CountedText`:
+    a judge that weighs words then counts none of them)."""
 
     id: str
     text: str
     vectors: VectorRows | np.ndarray | None = field(default=None, compare=False, repr=False)
+    counted: CountedText | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

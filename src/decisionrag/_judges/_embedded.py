@@ -55,7 +55,7 @@ from .._embed import shared_query_vector
 from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError
 from .._progress import Step
 from .._query import current_shared_work
-from .._words import Lexicon
+from .._words import CountedText, Lexicon
 from ._base import (
     BinaryRequest,
     BinaryResult,
@@ -290,7 +290,8 @@ class EmbeddedJudge(Judge):
         rows_of = [c.vectors for c in candidates]
         if not (read_parts and not texts and self._read_in_this_walk(query, rows_of, own, best)):
             self._fill_own_and_best(own, best, rows_of, q, read_parts)
-        return own, best, self._lexical(query, [c.text for c in candidates], lexicon)
+        return own, best, self._lexical(query, [c.text for c in candidates], lexicon,
+                                        stored=list(map(_COUNTED, candidates)))
 
     def _read_in_this_walk(self, query: str, rows_of: list[Any], own: np.ndarray,
                            best: np.ndarray) -> bool:
@@ -314,15 +315,17 @@ class EmbeddedJudge(Judge):
             work.memo(self._levels_key, list).append((query, level, own, best))
 
     def _lexical(self, query: str, texts: list[str], lexicon: Lexicon | None,
-                 level: Level | None = None) -> np.ndarray:
+                 level: Level | None = None, stored: Sequence[CountedText | None] = ()
+                 ) -> np.ndarray:
         """Lexical evidence of `texts`; for a `level` (its candidates' texts), its postings
-        are kept under the level's key."""
+        are kept under the level's key. `stored`: where the texts' counts are stored (one
+        per text), read instead of counting texts met for the first time."""
         if lexicon is None or not self.calibration.lexical_weight:
             return np.zeros(len(texts))
         key, kept = ((("words", id(lexicon), level.listed), (lexicon, level)) if level is not None
                      else (self.plans.key(("words", id(lexicon)), texts), (lexicon, texts)))
         index = self.plans.get(key, kept, lambda: lexicon.index(texts))
-        return np.asarray(lexicon.scores(query, texts, index))
+        return np.asarray(lexicon.scores(query, texts, index, stored))
 
     def _fill_own_and_best(self, own: np.ndarray, best: np.ndarray,
                            rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,
@@ -451,7 +454,7 @@ class EmbeddedJudge(Judge):
                 rows = [r if owner[i] is reading else None for i, r in enumerate(level.rows_of)]
                 if any(row is not None for row in rows):
                     self._fill_own_and_best(own, best, rows, q, reading)
-        lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level)
+        lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level, level.counted)
         return self.calibration.fuse(own, best, lexical)
 
     def _level(self, candidates: list[Candidate]) -> Level:
@@ -490,6 +493,7 @@ class EmbeddedJudge(Judge):
 
 _TEXT = operator.attrgetter("text")
 _VECTORS = operator.attrgetter("vectors")
+_COUNTED = operator.attrgetter("counted")
 _IS_NONE = functools.partial(operator.is_, None)
 
 

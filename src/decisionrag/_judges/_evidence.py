@@ -23,6 +23,7 @@ from ._base import Candidate, VectorRows
 ROWS_PER_PRODUCT = 2_048  # stored rows gathered per product (3 MB of 384-d float32)
 _TEXT, _VECTORS = operator.attrgetter("text"), operator.attrgetter("vectors")
 _START, _STOP = operator.attrgetter("start"), operator.attrgetter("stop")
+_COUNTED = operator.attrgetter("counted")
 
 
 class RecurringLists:
@@ -213,9 +214,9 @@ def own_and_best(rows: VectorRows | np.ndarray, q: np.ndarray, read_parts: bool)
 @dataclass(slots=True)
 class Level:
     """A level's candidates as the judge reads them (query-independent): their texts,
-    stored rows, row counts and token estimates, and `listed`, their ids packed
-    (`RecurringLists.key`), the key the level's plans are kept under. Holds the
-    candidates, so that the ids stay theirs."""
+    stored rows, row counts, token estimates and where their term counts are stored, and
+    `listed`, their ids packed (`RecurringLists.key`), the key the level's plans are kept
+    under. Holds the candidates, so that the ids stay theirs."""
 
     candidates: list[Candidate]
     listed: bytes
@@ -224,6 +225,7 @@ class Level:
     row_counts: np.ndarray
     tokens: np.ndarray  # each text's `estimate_tokens`
     starts: np.ndarray | None  # each candidate's first stored row (None: not all stored)
+    counted: list[Any]  # where each text's term counts are stored (`Candidate.counted`)
     _by_start: np.ndarray | None = None  # positions sorted by first row, made on first `find`
 
     @classmethod
@@ -236,7 +238,8 @@ class Level:
             counts = np.fromiter(map(_STOP, rows_of), np.int64, n) - starts
         except AttributeError:  # arrays given by hand (or no rows): measured one by one
             starts, counts = None, np.fromiter(map(len, rows_of), np.int64, n)
-        return cls(candidates, listed, texts, rows_of, counts, token_estimates(texts), starts)
+        return cls(candidates, listed, texts, rows_of, counts, token_estimates(texts), starts,
+                   list(map(_COUNTED, candidates)))
 
     @property
     def nbytes(self) -> int:

@@ -24,9 +24,9 @@ from .._tree._vectors import (
     VectorsError,
     available_sets,
     open_query_vectors,
-    read_lexicon,
+    read_lexicon_terms,
 )
-from .._words import Lexicon
+from .._words import Lexicon, TermRows
 from ._config import Preset, get_preset
 from ._filters import Filter, parse_filters
 from ._render import candidate_budget
@@ -63,9 +63,16 @@ def stored_vectors(tree: Tree, judge: Judge) -> NodeVectors | None:
 
 
 def stored_lexicon(tree: Tree) -> Lexicon | None:
-    """The corpus's word statistics stored with its vectors (None when absent)."""
-    text = read_lexicon(tree.file, tree.meta)
-    return Lexicon.from_json(text) if text else None
+    """The corpus's word statistics stored with its vectors (None when absent), with the
+    passages' term counts when they are stored too."""
+    found = read_lexicon_terms(tree.file, tree.meta)
+    if found is None or not found[0]:
+        return None
+    text, arrays = found
+    lexicon = Lexicon.from_json(text)
+    if arrays is not None:
+        lexicon.rows = TermRows.stored(list(lexicon.frequencies), arrays)
+    return lexicon
 
 
 class Navigator:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
+from .._words import CountedText
 from ._clean import clean, clean_line
 
 Kind = Literal["group", "document", "heading", "passage"]
@@ -103,6 +104,7 @@ class Entry:
     sibling: int | None = None
     in_context: bool = False
     vectors: Any = None
+    words_row: int | None = None  # the row of the text's term counts, where they are stored
     candidate: Candidate = field(init=False)
     _line: str | None = field(init=False, default=None, repr=False)
     tokens: int | None = field(init=False, default=None)
@@ -112,8 +114,10 @@ class Entry:
         # Judges that read candidates one by one (the embedded judge, test doubles) get what a
         # language model sees around the line: with `in_context`, the page title and heading
         # path above a passage or heading.
-        judged = f"{' > '.join(self.block)}: {self.text}" if self.in_context and self.block else self.text
-        self.candidate = Candidate(id=self.key, text=judged, vectors=self.vectors)
+        prefix = f"{' > '.join(self.block)}: " if self.in_context and self.block else ""
+        counted = CountedText(prefix, self.words_row) if self.words_row is not None else None
+        self.candidate = Candidate(id=self.key, text=prefix + self.text, vectors=self.vectors,
+                                   counted=counted)
 
     @property
     def line(self) -> str:

@@ -390,12 +390,17 @@ class TreeView:
             page = self.page_of(node)
             if kind == "passage":
                 return Entry(node.key, node.text, (page.label, *node.heading), page.id, True,
-                             vectors=vectors)
+                             vectors=vectors, words_row=self._words_row(node))
             heading = " > ".join(node.heading) or node.title
             return Entry(node.key, heading, (page.label,), page.id, True, vectors=vectors)
         text = node.title if render == "title" and node.title else ""
         return Entry(node.key, text or node.description or node.title or node.key,
                      self._group_header(node.parent), node.parent, vectors=vectors)
+
+    def _words_row(self, node: Node) -> int | None:
+        """The row of a passage's stored term counts (None when none are stored)."""
+        rows = self.lexicon.rows if self.lexicon is not None else None
+        return node.id if rows is not None and node.id < rows.rows else None
 
     def _rows(self, node: Node) -> Any:
         """The node's stored vector rows, as a handle read when a request is judged (entries

@@ -41,7 +41,7 @@ from . import _staging
 from ._ann import ann_files
 from ._bm25 import HEADER, bm25_files, bm25_folder
 from ._staging import PENDING, Publication
-from ._vectors import LEXICON_FILE, lexicon_stamp, tree_stamp, vectors_files, vectors_folder
+from ._vectors import LEXICON_FILE, lexicon_files, tree_stamp, vectors_files, vectors_folder
 
 LOCK_WAIT = 120.0  # seconds a writer waits for another to finish
 LOCK_WAIT_ENV = "DECISIONRAG_LOCK_WAIT"
@@ -249,7 +249,7 @@ def _files_of(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
     if header.parent.name.endswith(".bm25"):
         reader = bm25_files if name == HEADER else _nothing
     elif name == LEXICON_FILE:
-        reader = _lexicon_files
+        reader = lexicon_files
     elif name.endswith(".ann.json"):
         reader = ann_files
     elif name.endswith(".json"):
@@ -261,10 +261,6 @@ def _files_of(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
 
 def _nothing(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
     return None, set()
-
-
-def _lexicon_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
-    return lexicon_stamp(header), set()
 
 
 def _promote(pending: Path) -> None:

@@ -6,6 +6,9 @@ Layout of the folder beside ``corpus.tree``::
         <set>.json            header: format version, model, precision, dimension, dtype,
                               rows, the tree it was built for, the matrix file's name
         <set>-<token>.npy     float16 matrix, one row per node id (row i = node i)
+        lexicon.json          header line (version, tree), then the word statistics
+        lexicon-<token>.terms each passage's term counts (`decisionrag._words.TermRows`),
+                              arrays laid out as the header line says
 
 ``<set>`` names the model and precision (``all-MiniLM-L6-v2`` or ``all-MiniLM-L6-v2+bf16``),
 so vectors of several models can sit beside one tree. Row ``i`` is node ``i``'s unit vector:
@@ -231,22 +234,51 @@ def _atomic_write(path: Path, write: Any) -> None:
 
 
 LEXICON_FILE = "lexicon.json"
+TERMS_SUFFIX = ".terms"
+_ALIGN = 8  # each stored array starts on a multiple of this (the widest dtype stored)
 
 
 def write_lexicon(tree_path: str | os.PathLike[str], lexicon_json: str,
-                  tree_meta: dict[str, Any]) -> Path:
-    """Store the corpus's word statistics (model-independent) beside the vectors."""
+                  tree_meta: dict[str, Any], terms: dict[str, np.ndarray] | None = None) -> Path:
+    """Store the corpus's word statistics (model-independent) beside the vectors, with
+    `terms`, the passages' term counts as named 1-D arrays, in a data file the header names
+    (written first, under a fresh name, as a set's matrix is)."""
     folder = vectors_folder(tree_path)
     folder.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"version": VECTORS_VERSION, "tree": tree_stamp(tree_meta)})
-    path = header_target(folder / LEXICON_FILE)
-    _atomic_write(path, lambda out: out.write(f"{body}\n{lexicon_json}".encode()))
-    return path
+    header_path = folder / LEXICON_FILE
+    old = _terms_file(header_path)
+    info: dict[str, Any] = {"version": VECTORS_VERSION, "tree": tree_stamp(tree_meta)}
+    name = None
+    if terms is not None:
+        name = f"lexicon-{secrets.token_hex(4)}{TERMS_SUFFIX}"
+        layout: dict[str, list[Any]] = {}
+        _atomic_write(folder / name, lambda out: _write_arrays(out, terms, layout))
+        info["terms"] = {"file": name, "arrays": layout}
+    body = json.dumps(info)
+    target = header_target(header_path)
+    _atomic_write(target, lambda out: out.write(f"{body}\n{lexicon_json}".encode()))
+    if target == header_path and old is not None and old != name:
+        (folder / old).unlink(missing_ok=True)  # pending: kept until the publication ends
+    return target
 
 
-def read_lexicon(tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -> str | None:
-    """The stored word statistics (JSON text), or None when absent or built for another
-    version of the tree."""
+def _write_arrays(out: Any, arrays: dict[str, np.ndarray], layout: dict[str, list[Any]]) -> None:
+    """Each array's bytes in turn (padded to `_ALIGN`); `layout` gets [dtype, size, offset]."""
+    offset = 0
+    for key, array in arrays.items():
+        data = np.ascontiguousarray(array).reshape(-1)
+        layout[key] = [data.dtype.str, int(data.size), offset]
+        out.write(data.data.cast("B"))
+        padding = -data.nbytes % _ALIGN
+        out.write(b"\0" * padding)
+        offset += data.nbytes + padding
+
+
+def read_lexicon_terms(tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]
+                       ) -> tuple[str, dict[str, np.ndarray] | None] | None:
+    """The stored word statistics (JSON text) and the passages' term counts its header
+    names (memory-mapped read-only; None when not stored or unreadable), or None when
+    absent or built for another version of the tree."""
     for _ in range(2):
         for path in candidates(vectors_folder(tree_path) / LEXICON_FILE):
             try:
@@ -255,17 +287,40 @@ def read_lexicon(tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -
             except (OSError, ValueError):
                 continue
             if info.get("version") == VECTORS_VERSION and info.get("tree") == tree_stamp(tree_meta):
-                return body
+                return body, _mapped_terms(path.parent, info.get("terms"))
     return None
 
 
-def lexicon_stamp(path: Path) -> dict[str, Any] | None:
-    """The tree stamp a lexicon file was written for (None when unreadable)."""
+def _mapped_terms(folder: Path, terms: Any) -> dict[str, np.ndarray] | None:
     try:
-        info = json.loads(path.read_text("utf-8").partition("\n")[0])
-    except (OSError, ValueError):
+        file = folder / str(terms["file"])
+        return {key: np.memmap(file, dtype=np.dtype(dtype), mode="r", offset=int(offset),
+                               shape=(int(size),)) if size else np.zeros(0, dtype=np.dtype(dtype))
+                for key, (dtype, size, offset) in dict(terms["arrays"]).items()}
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return info.get("tree") if isinstance(info, dict) else None
+
+
+def _terms_file(header: Path) -> str | None:
+    """The term-count file a lexicon header names (None when it names none)."""
+    try:
+        info = json.loads(header.read_text("utf-8").partition("\n")[0])
+        return str(info["terms"]["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def lexicon_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
+    """The tree stamp a lexicon header was written for (None when unreadable) and the
+    files it names (its term counts)."""
+    try:
+        info = json.loads(header.read_text("utf-8").partition("\n")[0])
+    except (OSError, ValueError):
+        return None, set()
+    if not isinstance(info, dict):
+        return None, set()
+    named = _terms_file(header)
+    return info.get("tree"), {named} if named else set()
 
 
 class NodeVectors:
