@@ -112,6 +112,9 @@ def test_term_counts_that_do_not_fit_their_lexicon_are_not_used(tmp_path: Path) 
     assert TermRows.stored(list(lexicon.frequencies)[:1], arrays) is None  # another vocabulary
     assert TermRows.stored(list(lexicon.frequencies), {**arrays, "counts": arrays["counts"][:1]}) is None
     assert TermRows.stored(list(lexicon.frequencies), {"offsets": arrays["offsets"]}) is None
+    shuffled = arrays["offsets"].copy()
+    shuffled[[1, 2]] = shuffled[[2, 1]]  # rows whose spans run backwards
+    assert TermRows.stored(list(lexicon.frequencies), {**arrays, "offsets": shuffled}) is None
     header = vectors_folder(tree) / LEXICON_FILE
     named = json.loads(header.read_text().partition("\n")[0])["terms"]["file"]
     (header.parent / named).unlink()

@@ -168,7 +168,8 @@ class TermRows:
         except KeyError:
             return None
         fits = (len(offsets) == len(lengths) + 1 and len(terms) == len(counts)
-                and len(offsets) and int(offsets[-1]) == len(terms)
+                and len(offsets) and int(offsets[0]) == 0 and int(offsets[-1]) == len(terms)
+                and bool((np.diff(offsets) >= 0).all())
                 and (not len(terms) or int(terms.max()) < len(vocabulary)))
         return cls(vocabulary, offsets, terms, counts, lengths) if fits else None
 
