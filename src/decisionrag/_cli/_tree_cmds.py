@@ -128,8 +128,9 @@ def _register_vectors(subparsers: argparse._SubParsersAction[Any]) -> None:
         "vectors", help="embed a tree's nodes and store the vectors beside it",
         description="Embed every passage of a tree (pages and groups get the mean of what is "
         "below them) and store the vectors in TREE.vectors/, keyed by model and precision, "
-        "written atomically. Passages whose text is unchanged since the last run are not "
-        "encoded again.")
+        "written atomically, with the corpus's word statistics and each passage's term "
+        "counts (what the embedded judge weighs words by). Passages whose text is unchanged "
+        "since the last run are not encoded again.")
     parser.add_argument("tree", metavar="TREE", help="the tree file")
     add_vector_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
