@@ -246,7 +246,7 @@ def write_lexicon(tree_path: str | os.PathLike[str], lexicon_json: str,
     folder = vectors_folder(tree_path)
     folder.mkdir(parents=True, exist_ok=True)
     header_path = folder / LEXICON_FILE
-    old = _terms_file(header_path)
+    old = _terms_name(_lexicon_info(header_path))
     info: dict[str, Any] = {"version": VECTORS_VERSION, "tree": tree_stamp(tree_meta)}
     name = None
     if terms is not None:
@@ -301,25 +301,30 @@ def _mapped_terms(folder: Path, terms: Any) -> dict[str, np.ndarray] | None:
         return None
 
 
-def _terms_file(header: Path) -> str | None:
-    """The term-count file a lexicon header names (None when it names none)."""
+def _lexicon_info(header: Path) -> dict[str, Any] | None:
+    """A lexicon file's header line (None when unreadable); its body is not read."""
     try:
-        info = json.loads(header.read_text("utf-8").partition("\n")[0])
-        return str(info["terms"]["file"])
-    except (OSError, ValueError, KeyError, TypeError):
+        with header.open("rb") as file:
+            info = json.loads(file.readline())
+    except (OSError, ValueError):
         return None
+    return info if isinstance(info, dict) else None
+
+
+def _terms_name(info: dict[str, Any] | None) -> str | None:
+    """The term-count file a lexicon header names (None when it names none)."""
+    terms = info.get("terms") if info is not None else None
+    name = terms.get("file") if isinstance(terms, dict) else None
+    return str(name) if name else None
 
 
 def lexicon_files(header: Path) -> tuple[dict[str, Any] | None, set[str]]:
     """The tree stamp a lexicon header was written for (None when unreadable) and the
     files it names (its term counts)."""
-    try:
-        info = json.loads(header.read_text("utf-8").partition("\n")[0])
-    except (OSError, ValueError):
+    info = _lexicon_info(header)
+    if info is None:
         return None, set()
-    if not isinstance(info, dict):
-        return None, set()
-    named = _terms_file(header)
+    named = _terms_name(info)
     return info.get("tree"), {named} if named else set()
 
 
