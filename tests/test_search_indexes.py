@@ -69,20 +69,24 @@ def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: 
         assert from_tree.retrieve(query, 10) == reference.retrieve(query, 10)
 
 
-def test_stored_ids_are_read_for_the_positions_asked_as_numpy_indexes_them(tmp_path: Path) -> None:
-    """`_Column.take` (positioned reads, runs within a page read once) against numpy's own
-    indexing of the same file: random positions in any order, repeats, neighbours, the ends."""
-    values = np.random.default_rng(2).integers(0, 1 << 40, 20_000).astype(np.int64)
-    np.save(tmp_path / "ids.npy", values)
-    column = _bm25._Column(tmp_path / "ids.npy", np.int64)
-    rng = np.random.default_rng(3)
-    for positions in (rng.integers(0, 20_000, 1_000), np.array([19_999, 0, 0, 1, 2, 511, 512, 513]),
-                      np.arange(5_000, 5_100)[::-1], np.array([], dtype=np.int64)):
-        assert np.array_equal(column.take(positions), values[positions])
-    for outside in ([20_000], [-1]):
-        with pytest.raises(IndexError):
-            column.take(outside)
-    column.close()
+def test_stored_node_ids_are_looked_up_for_any_positions_and_refused_outside(
+        xquad_tree: Path, tmp_path: Path) -> None:
+    """`StoredBM25.node_ids` for positions in any order, repeated, at the ends; a position
+    outside the index (or negative, which numpy would read from the end) is refused."""
+    tree_path = _copy_tree(xquad_tree, tmp_path)
+    with Tree.open(tree_path) as tree:
+        write_bm25(tree)
+        stored = StoredBM25.open(tree.file, tree.meta)
+        ids = tree.passage_ids()
+        last = len(ids) - 1
+        rng = np.random.default_rng(3)
+        for positions in (rng.integers(0, len(ids), 300), np.array([last, 0, 0, 1, 2]),
+                          np.arange(last + 1)[::-1], np.array([], dtype=np.int64)):
+            assert stored.node_ids(positions).tolist() == ids[positions].tolist()
+        for outside in ([last + 1], [-1]):
+            with pytest.raises(IndexError):
+                stored.node_ids(outside)
+        stored.close()
 
 
 def _documents(n: int, seed: int = 0) -> list[DocumentSpec]:

@@ -224,6 +224,41 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     stored.close()
 
 
+@pytest.mark.parametrize("last_length", [1, 5])
+def test_a_kept_plan_fills_what_the_per_block_products_give_bit_for_bit(
+        tmp_path: Path, last_length: int) -> None:
+    """`RowsPlan.fill` (every stack's products in one flat array, own rows gathered, best
+    parts by one segmented maximum) against `fill_own_and_best`: zero rows among the parts
+    and as own rows, blocks of one row, a last block of `last_length`, candidates without
+    rows; and a plan of no stored rows at all fills nothing."""
+    from decisionrag._judges import _evidence
+
+    rng = np.random.default_rng(17)
+    rows, stored = _stored_unit_rows(tmp_path, rng, 1500)
+    rows_of: list[Any] = [stored.lazy_rows(int(a), int(a + n)) for a, n in
+                          zip(rng.integers(0, 1480, 300), rng.integers(1, 10, 300), strict=True)]
+    rows_of[7] = None
+    zero = int(np.flatnonzero(~rows.any(axis=1))[0])
+    rows_of.append(stored.lazy_rows(zero, zero + 1))  # one row, and zero
+    rows_of.append(stored.lazy_rows(100, 100 + last_length))
+    plan = _evidence.RowsPlan.of(rows_of, True)
+    assert plan is not None
+    for _ in range(5):
+        q = rng.standard_normal(384).astype(np.float32)
+        q /= np.linalg.norm(q)
+        own, best = np.full(len(rows_of), 9.0), np.full(len(rows_of), 9.0)
+        want_own, want_best = own.copy(), best.copy()
+        plan.fill(own, best, q)
+        _evidence.fill_own_and_best(want_own, want_best, rows_of, q, True)
+        assert own.tobytes() == want_own.tobytes() and best.tobytes() == want_best.tobytes()
+    nothing = _evidence.RowsPlan.of([None, None], True)
+    assert nothing is not None
+    untouched = np.ones(2)
+    nothing.fill(untouched, untouched, q)
+    assert untouched.tolist() == [1.0, 1.0]
+    stored.close()
+
+
 def test_a_level_computed_in_one_call_gives_each_request_its_own_answers_bit_for_bit(
         tmp_path: Path, numpy_encoder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """`EmbeddedJudge.binary_many` (a level's requests at once) against one `binary` per
@@ -477,7 +512,44 @@ def test_hybrid_candidates_fused_by_node_id_equal_the_fusion_by_key(xquad_tree: 
             expected = rrf([hybrid.bm25.retrieve(query, depth),  # type: ignore[union-attr]
                             hybrid.dense.retrieve(query, depth)], k)  # type: ignore[union-attr]
             assert hybrid.retrieve(query, k) == expected, (query, k)
+            ids, scores = hybrid.ranked_ids(query, k)  # type: ignore[union-attr,misc]
+            assert list(zip(tree.keys_of(ids.tolist()), scores.tolist(), strict=True)) == expected
     tree.close()
+
+
+class _KeysOnly:
+    """A retriever that ranks keys only (as one a user writes): no node ids to take."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
+        return self.inner.retrieve(query_text, k)
+
+
+def test_a_walk_takes_hybrid_candidates_by_node_id_with_the_hits_it_gets_by_key(
+        xquad_tree: Path) -> None:
+    """Over the walk's own tree the hybrid candidates are taken by node id (through the
+    view's node cache); a retriever of keys only, or one over another opening of the tree,
+    is read by key: the same hits either way."""
+    require_module("bm25s")
+    from decisionrag._retrievers import FlatRetrievers
+    from decisionrag._tree import Tree
+
+    tree, other = Tree.open(xquad_tree), Tree.open(xquad_tree)
+    hybrid = FlatRetrievers(tree).hybrid(strict=True)
+    assert hybrid.tree is tree  # type: ignore[union-attr]
+    settings = preset(hybrid_k=8, documents=StageSettings(top_k=2))
+    found = {}
+    for name, retriever in (("ids", hybrid), ("keys", _KeysOnly(hybrid)),
+                            ("other tree", FlatRetrievers(other).hybrid(strict=True))):
+        navigator = Navigator(tree, ScriptedJudge(), settings, retriever=retriever)
+        found[name] = [[(h.node.key, h.score) for h in navigator.retrieve(query, k=10).hits]
+                       for query in ("When did the war end?", "Warsaw population", "zzz")]
+    assert found["ids"] == found["keys"] == found["other tree"]
+    assert any(found["ids"])
+    tree.close()
+    other.close()
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -120,11 +120,17 @@ class RowsPlan:
     """A list of candidates' stored rows, gathered: per block length, the candidates'
     rows stacked (float32) with which rows are present (all query-independent), and the
     candidates' positions in stack order. `fill` then runs the products of
-    `fill_own_and_best`, the same ones, so the same floats, and writes each candidate's
-    values in one scatter."""
+    `fill_own_and_best`, the same ones, so the same floats, each stack's into its place in
+    one flat array of similarities, and reads every block's own and best part from there
+    at once (one gather, one segmented maximum), written in one scatter."""
 
     stacks: tuple[_Stacked, ...]
     order: np.ndarray  # candidate positions, the stacks' blocks in turn
+    firsts: np.ndarray  # each block's first row in the flat array, blocks in turn
+    segments: np.ndarray  # per block, where its parts begin and end: the maximum's bounds
+    has_parts: np.ndarray  # per block: some part row present
+    absent: np.ndarray  # flat positions of part rows not present (all zero: never a best)
+    without_own: tuple[tuple[int, np.ndarray], ...]  # (block, its present parts' positions)
     nbytes: int
 
     @classmethod
@@ -136,19 +142,52 @@ class RowsPlan:
         however many are stacked, so stacking them all changes no float.)"""
         if not all(rows is None or _gatherable(rows) for rows in rows_of):
             return None
-        stacks, order = [], []
+        stacks, order, firsts, absent, has_parts = [], [], [], [], []
+        without_own: list[tuple[int, np.ndarray]] = []
+        row = block = 0
         for source, n, members, starts in _stored_groups(rows_of, read_parts):
-            stacks.append(_Stacked.of(source.blocks(starts, n)))
+            stacked = _Stacked.of(source.blocks(starts, n))
+            stacks.append(stacked)
             order.extend(members)
-        positions = np.asarray(order, dtype=np.int64)
-        return cls(tuple(stacks), positions, positions.nbytes + sum(s.nbytes for s in stacks))
+            first = row + n * np.arange(len(members), dtype=np.int64)
+            firsts.append(first)
+            has_parts.append(stacked.has_parts)
+            if stacked.parts_present is not None:
+                gone = np.argwhere(~stacked.parts_present)
+                absent.append(first[gone[:, 0]] + 1 + gone[:, 1])
+            for b, present in stacked.without_own:
+                without_own.append((block + b, first[b] + 1 + np.flatnonzero(present)))
+            row += n * len(members)
+            block += len(members)
+        flat_firsts = np.concatenate(firsts) if firsts else np.zeros(0, np.int64)
+        ends = np.append(flat_firsts[1:], row) if flat_firsts.size else flat_firsts
+        segments = np.stack([flat_firsts + 1, ends], axis=1).ravel()
+        arrays = (np.asarray(order, dtype=np.int64), flat_firsts, segments,
+                  np.concatenate(has_parts) if has_parts else np.zeros(0, bool),
+                  np.concatenate(absent) if absent else np.zeros(0, np.int64))
+        size = sum(a.nbytes for a in arrays) + sum(s.nbytes for s in stacks)
+        return cls(tuple(stacks), *arrays, tuple(without_own), size)
 
     def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> None:
         if not self.stacks:
             return
-        pairs = [stacked.own_and_best(q) for stacked in self.stacks]
-        own[self.order] = np.concatenate([o for o, _ in pairs])
-        best[self.order] = np.concatenate([b for _, b in pairs])
+        # one spare element past the end: a last block without parts has an empty segment
+        # there, whose (unused) maximum reads it
+        sims = np.empty(int(self.segments[-1]) + 1, dtype=np.float32)
+        at = 0
+        for stacked in self.stacks:
+            blocks, n = stacked.stack.shape[:2]
+            np.matmul(stacked.stack, q, out=sims[at:at + blocks * n].reshape(blocks, n))
+            at += blocks * n
+        sims[-1] = 0.0
+        sims[self.absent] = -np.inf
+        mine = sims[self.firsts].astype(np.float64)
+        for b, present in self.without_own:
+            parts = sims[present]
+            mine[b] = float(parts.mean()) if parts.size else 0.0
+        highest = np.maximum.reduceat(sims, self.segments)[::2].astype(np.float64)
+        own[self.order] = mine
+        best[self.order] = np.where(self.has_parts, highest, mine)
 
 
 def _gatherable(rows: VectorRows | np.ndarray) -> bool:

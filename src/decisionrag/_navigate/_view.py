@@ -142,6 +142,7 @@ class TreeView:
         self._passages: dict[tuple[int, int | str | None], list[Node]] = {}  # see `_listed`
         self._passages_held = 0
         self._plain: dict[int, int] = {}  # hashes of passages' texts, whitespace collapsed
+        self._reading: dict[int, tuple[int, ...]] = {}  # reading keys by node id
 
     # -- warming the caches -----------------------------------------------------------------
 
@@ -325,10 +326,18 @@ class TreeView:
         return [n for n in ancestry(node.parent, self.node) if n.kind != NodeKind.ROOT]
 
     def reading_key(self, node: Node) -> tuple[int, ...]:
-        """Sorts any mix of pages and passages into reading order."""
-        if node.kind >= NodeKind.SECTION and node.doc is not None:
-            return (*self.reading_key(self.node(node.doc)), node.id)
-        return (*(a.pos for a in self.ancestors(node)), node.pos)
+        """Sorts any mix of pages and passages into reading order (kept per node: a walk
+        sorts its candidates by it several times, and the next query meets many again)."""
+        found = self._reading.get(node.id)
+        if found is None:
+            if len(self._reading) >= CONTENT_ENTRIES:
+                self._reading.clear()
+            if node.kind >= NodeKind.SECTION and node.doc is not None:
+                found = (*self.reading_key(self.node(node.doc)), node.id)
+            else:
+                found = (*(a.pos for a in self.ancestors(node)), node.pos)
+            self._reading[node.id] = found
+        return found
 
     def path(self, node: Node) -> tuple[str, ...]:
         """The labels from the outermost group down to `node`'s headings (a hit's path)."""

@@ -331,6 +331,12 @@ class Walk:
         retriever = self.retriever
         if retriever is None or self.preset.hybrid_k <= 0:
             return []
+        ranked_ids = getattr(retriever, "ranked_ids", None)
+        if ranked_ids is not None and getattr(retriever, "tree", None) is self.tree:
+            # node ids of this very tree: taken through the view's node cache, no key lookups
+            found_ids = ranked_ids(self.query.search_text, self.preset.hybrid_k)
+            if found_ids is not None:
+                return [self.view.node(node_id) for node_id in found_ids[0].tolist()]
         found = []
         for key, _score in retriever.retrieve(self.query.search_text, self.preset.hybrid_k):
             try:

@@ -36,7 +36,6 @@ positioned read, so a query's memory is its columns and one score per passage.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -59,7 +58,6 @@ HEADER = "index.json"
 CHUNK_PASSAGES = 20_000  # passages tokenized at once while building
 BUCKET_ENTRIES = 4_000_000  # matrix entries assembled at once while building (about 80 MB)
 COLUMN_PIECE = 1 << 18  # entries of a term's column read and added at once (2 MB)
-_PAGE_BYTES = 4096  # `_Column.take` reads positions this close together in one read
 ARRAYS = ("ids", "indptr", "indices", "data", "terms", "offsets", "columns")
 TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "stopwords": "en",
              "stemmer": "english"}
@@ -334,26 +332,29 @@ class StoredBM25:
         self.k1, self.b = float(header["k1"]), float(header["b"])
         self.n_docs = int(header["docs"])
         try:
+            # the passages' node ids (8 bytes each: 21 MB at NQ size) mapped too: a hybrid
+            # walk looks up a thousand a query, which positioned reads took 0.6 ms to do
             arrays = {name: np.load(folder / f"{name}-{token}.npy", mmap_mode="r")
-                      for name in ("indptr", "terms", "offsets", "columns")}
-            # the passages' node ids (8 bytes each: 21 MB at NQ size) are read for the hits
-            # a query keeps, not mapped: a mapping's pages stay resident once touched
-            self._ids = _Column(folder / f"ids-{token}.npy", np.int64)
+                      for name in ("indptr", "terms", "offsets", "columns", "ids")}
         except (OSError, ValueError) as exc:
             raise BM25IndexError(f"{folder}: unreadable BM25 index ({exc}); rebuild it with "
                                  f"`decisionrag index {folder.name.removesuffix('.bm25')}`") from exc
         self.indptr = arrays["indptr"]
         self._terms, self._offsets, self._columns = (arrays["terms"], arrays["offsets"],
                                                      arrays["columns"])
-        if self._ids.length != self.n_docs or len(self.indptr) != int(header["terms"]) + 1:
-            self._ids.close()
+        self._ids = arrays["ids"]
+        if (self._ids.shape != (self.n_docs,) or self._ids.dtype != np.int64
+                or len(self.indptr) != int(header["terms"]) + 1):
             raise BM25IndexError(f"{folder}: BM25 arrays do not match their header; rebuild it")
         self._files = {name: _Column(folder / f"{name}-{token}.npy", dtype)
                        for name, dtype in (("indices", np.int32), ("data", np.float32))}
 
     def node_ids(self, positions: npt.ArrayLike) -> np.ndarray:
         """The node ids of the passages at index `positions` (a query's hits)."""
-        return self._ids.take(positions)
+        wanted = np.asarray(positions, dtype=np.int64)
+        if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= self.n_docs):
+            raise IndexError(f"positions outside 0..{self.n_docs - 1}")
+        return np.asarray(self._ids[wanted])
 
     @classmethod
     def open(cls, tree_path: str | os.PathLike[str], tree_meta: dict[str, Any]) -> StoredBM25:
@@ -413,7 +414,6 @@ class StoredBM25:
         return scores
 
     def close(self) -> None:
-        self._ids.close()
         for column in self._files.values():
             column.close()
 
@@ -439,24 +439,6 @@ class _Column:
         size = self.dtype.itemsize
         data = os.pread(self._fd, (stop - start) * size, self.offset + start * size)
         return np.frombuffer(data, dtype=self.dtype)
-
-    def take(self, positions: npt.ArrayLike) -> np.ndarray:
-        """The entries at `positions` (any order, repeats allowed): one positioned read per
-        run of sorted positions less than a page apart."""
-        wanted = np.asarray(positions, dtype=np.int64).reshape(-1)
-        out = np.empty(len(wanted), dtype=self.dtype)
-        if not len(wanted):
-            return out
-        if int(wanted.min()) < 0 or int(wanted.max()) >= self.length:
-            raise IndexError(f"positions outside 0..{self.length - 1}")
-        order = np.argsort(wanted, kind="stable")
-        ranked = wanted[order]
-        near = _PAGE_BYTES // self.dtype.itemsize
-        bounds = [0, *(np.flatnonzero(np.diff(ranked) > near) + 1).tolist(), len(ranked)]
-        for a, b in itertools.pairwise(bounds):
-            first = int(ranked[a])
-            out[order[a:b]] = self.read(first, int(ranked[b - 1]) + 1)[ranked[a:b] - first]
-        return out
 
     def close(self) -> None:
         if self._fd >= 0:
