@@ -46,13 +46,8 @@ from decisionrag._judges._base import (
     Judge,
     JudgeWrapper,
 )
-from decisionrag._judges._embedded import (
-    Calibration,
-    EmbeddedJudge,
-    embedded_judge,
-    leads,
-    searched_text,
-)
+from decisionrag._judges._calibration import Calibration, leads
+from decisionrag._judges._embedded import EmbeddedJudge, embedded_judge, searched_text
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -18,7 +18,8 @@ require_module("sentence_transformers")
 from decisionrag._embed import Encoder, load_encoder
 from decisionrag._errors import JudgeConfigError, JudgeRequestError
 from decisionrag._judges._base import BinaryRequest, Candidate, ChoiceRequest
-from decisionrag._judges._embedded import EmbeddedJudge, leads, segment_leads
+from decisionrag._judges._calibration import leads, segment_leads
+from decisionrag._judges._embedded import EmbeddedJudge
 from decisionrag._judges._registry import load_judge
 
 QUERY = "How do I renew my passport when I live abroad?"

@@ -94,6 +94,38 @@ def test_a_walk_embeds_its_query_once_for_the_judge_and_the_hybrid_retriever(
     assert counting.texts.count("cat food") == 2
 
 
+def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings(
+        tmp_path: Path) -> None:
+    """A page level that comes back every query is packed once (on its second sighting)
+    and its requests then carry the very same candidate tuples, whether the query is asked
+    as a question or as a conversation's turn (the judge's kept plans are keyed by them);
+    the answers are those of a walk that keeps nothing."""
+    from _navigate_helpers import flat_tree
+    from decisionrag._judges._evidence import RecurringLists
+    from decisionrag._query import Query, Turn
+
+    tree = flat_tree(tmp_path / "flat.tree", 12)
+    settings = preset(task="auto", documents=StageSettings(top_k=2, max_candidates_per_request=4))
+    asked = ["text 3", Query.of("and text 5?", [Turn("user", "text 3"), Turn("agent", "here")]),
+             "text 7", "text 1"]
+    judge, plain = ScriptedJudge(), ScriptedJudge()
+    keeping, keeping_nothing = Navigator(tree, judge, settings), Navigator(tree, plain, settings)
+    keeping_nothing.view.recurring = RecurringLists(0)
+    parts = []
+    for query in asked:
+        judge.calls.clear()
+        hits = keeping.retrieve(query, k=3).hits
+        assert [(h.node.key, h.score) for h in hits] == [
+            (h.node.key, h.score) for h in keeping_nothing.retrieve(query, k=3).hits]
+        pages = [r.candidates for r in judge.binary_calls if r.candidates[0].id.count("-") == 0]
+        assert len(pages) == 3
+        parts.append(pages)
+    assert not any(a is b for a, b in zip(parts[0], parts[1], strict=True))  # seen once: not kept
+    for later in parts[2:]:
+        assert all(a is b for a, b in zip(parts[1], later, strict=True))
+    assert parts[1][0] is not parts[1][1]
+
+
 # -- no rendering for a judge that reads no context ------------------------------------------
 
 
@@ -576,7 +608,7 @@ def test_p_yes_of_many_slices_equals_p_yes_slice_by_slice(seed: int) -> None:
     """A level's P(yes) formed over all its requests at once (each value's lead over the
     best other value of its own request) equals `p_yes` per request, bit for bit: slices of
     one, ties at the top, repeated values, slices that start anywhere in the array."""
-    from decisionrag._judges._embedded import DEFAULT_CALIBRATION
+    from decisionrag._judges._calibration import DEFAULT_CALIBRATION
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 60, int(rng.integers(1, 90)))

@@ -72,6 +72,7 @@ from ._base import (
     check_choice,
     estimate_tokens,
 )
+from ._calibration import DEFAULT_CALIBRATION, Calibration
 from ._evidence import Level, RecurringLists, RowsPlan, fill_own_and_best, token_estimates
 from ._options import JudgeOptions
 
@@ -90,74 +91,6 @@ DEFAULT_WORKERS = 1
 # deadline is checked between such pieces; the bundled encoders are checked after every
 # forward pass instead, through their progress step)
 ENCODE_CHARS = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """Constants turning evidence into P(yes) and a choice distribution."""
-
-    bias: float
-    similarity: float
-    lead: float
-    temperature: float
-    part_weight: float = 0.0
-    lexical_weight: float = 0.0
-
-    def p_yes(self, scores: np.ndarray) -> np.ndarray:
-        logits = self.bias + self.similarity * scores + self.lead * leads(scores)
-        return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
-
-    def p_yes_many(self, scores: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-        """`p_yes` of each slice `scores[bounds[r]:bounds[r + 1]]` (the leads within each
-        slice), concatenated: the same floats, computed over all slices at once."""
-        logits = self.bias + self.similarity * scores + self.lead * segment_leads(scores, bounds)
-        return np.asarray(1.0 / (1.0 + np.exp(-logits)), dtype=np.float64)
-
-    def choice(self, scores: np.ndarray) -> np.ndarray:
-        scaled = scores.astype(np.float64) / self.temperature
-        weights = np.exp(scaled - scaled.max())
-        return np.asarray(weights / weights.sum(), dtype=np.float64)
-
-    def fuse(self, own: np.ndarray, best: np.ndarray, lexical: np.ndarray) -> np.ndarray:
-        semantic = (1.0 - self.part_weight) * own + self.part_weight * best
-        return np.asarray(semantic + self.lexical_weight * lexical, dtype=np.float64)
-
-
-# fitted on conditionalqa-dev by benchmarks/embedded_fit.py (docs/embedded-judge.md): the
-# evidence weights by logistic regression on (own, best part, lexical), then the calibration
-DEFAULT_CALIBRATION = Calibration(bias=-5.1980, similarity=6.1860, lead=11.8108,
-                                  temperature=0.0301, part_weight=0.9973, lexical_weight=0.3199)
-
-
-def leads(similarities: np.ndarray) -> np.ndarray:
-    """Each value minus the largest *other* value (0 for a single value)."""
-    s = np.asarray(similarities, dtype=np.float64)
-    if s.size < 2:
-        return np.zeros_like(s)
-    order = np.argsort(s)
-    best, second = s[order[-1]], s[order[-2]]
-    others_best = np.full_like(s, best)
-    others_best[order[-1]] = second
-    return np.asarray(s - others_best, dtype=np.float64)
-
-
-def segment_leads(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """`leads` of each slice `values[bounds[r]:bounds[r + 1]]`, concatenated (non-empty
-    slices): each value minus the largest other value of its slice. Per slice, its top
-    value and the best below it (the top again where it is tied), by reductions over the
-    slices: no sort (a page level's 4,000 values in 81 slices, 0.37 ms sorted, 0.03 here)."""
-    s = np.asarray(values, dtype=np.float64)
-    sizes = np.diff(bounds)
-    starts = np.asarray(bounds[:-1], dtype=np.int64)
-    top = np.maximum.reduceat(s, starts)
-    top_each = np.repeat(top, sizes)
-    at_top = s == top_each
-    tied = np.add.reduceat(at_top, starts) >= 2
-    below = np.maximum.reduceat(np.where(at_top, -np.inf, s), starts)
-    second = np.where(tied, top, below)
-    lead = s - np.where(at_top, np.repeat(second, sizes), top_each)
-    lead[np.repeat(sizes < 2, sizes)] = 0.0  # a slice of one: no other value
-    return np.asarray(lead, dtype=np.float64)
 
 
 def text_digest(model: str, text: str) -> str:
@@ -407,26 +340,28 @@ class EmbeddedJudge(Judge):
             try:
                 if not request.questions:
                     results[index] = BinaryResult([], Usage())
-                elif any(map(_IS_NONE, map(_VECTORS, request.candidates))):
-                    results[index] = self._binary(request)  # texts to embed: one by one
                 else:
                     query = self._query(request, len(request.questions))
                     together.setdefault((query, id(request.statistics)), []).append(index)
             except Exception as exc:  # reported per request, as gather would report it
                 results[index] = exc
-        for (query, _), members in together.items():
-            group = [requests[i] for i in members]
+        for (query, _), asked in together.items():
+            members = asked
             try:
-                candidates = [c for request in group for c in request.candidates]
+                members, level = self._stored_level(requests, asked, results)
+                if not members:
+                    continue
+                group = [requests[i] for i in members]
+                candidates = level.candidates
                 bounds = np.cumsum([0] + [len(request.candidates) for request in group])
-                level = self._level(candidates)
                 scores = self._scores_of_many(query, group, level, bounds)
                 p_yes = self.calibration.p_yes_many(scores, bounds)
                 answers = _checked_slices(p_yes, bounds, [len(r.questions) for r in group],
                                           self.name)
             except Exception as exc:
                 for i in members:
-                    results[i] = exc
+                    if results[i] is None:
+                        results[i] = exc
                 continue
             share = (time.perf_counter() - start) / len(members)
             estimates = self._tokens_many(query, candidates, bounds, level)
@@ -457,12 +392,43 @@ class EmbeddedJudge(Judge):
         lexical = self._lexical(query, level.texts, _lexicon(requests[0]), level, level.counted)
         return self.calibration.fuse(own, best, lexical)
 
-    def _level(self, candidates: list[Candidate]) -> Level:
-        """What a level's `candidates` are read through (query-independent): kept for a list
-        that recurs, with the plans made under its key (one key for all of them)."""
-        listed = self.plans.key((), candidates)[-1]
-        kept = self.plans.get(("level", listed), candidates, lambda: Level.of(candidates, listed))
-        return kept if kept is not None else Level.of(candidates, listed)
+    def _stored_level(self, requests: list[BinaryRequest], members: list[int],
+                      results: list[BinaryResult | BaseException | None]
+                      ) -> tuple[list[int], Level]:
+        """The `members` whose candidates all have vectors, and their `_level`; the others
+        (texts to embed) are judged one by one here, into `results`."""
+        level = self._level([requests[i].candidates for i in members])
+        if level.starts is not None:  # every candidate's rows stored: no texts among them
+            return members, level
+        alone = [i for i in members if any(map(_IS_NONE, map(_VECTORS, requests[i].candidates)))]
+        if not alone:
+            return members, level
+        for i in alone:
+            results[i] = self._binary_alone(requests[i])
+        judged = set(alone)
+        members = [i for i in members if i not in judged]
+        return members, self._level([requests[i].candidates for i in members])
+
+    def _binary_alone(self, request: BinaryRequest) -> BinaryResult | BaseException:
+        """`_binary(request)`, or the error it ended in (texts to embed: one by one)."""
+        try:
+            return self._binary(request)
+        except Exception as exc:  # reported per request, as gather would report it
+            return exc
+
+    def _level(self, parts: list[tuple[Candidate, ...]]) -> Level:
+        """What a level's candidates (its requests' `parts`, in turn) are read through
+        (query-independent): kept for a level that recurs, with the plans made under its
+        key (one key for all of them). Keyed by the requests' candidate tuples, which a
+        recurring level's requests share query after query (the walk keeps them packed):
+        81 ids for a 3,939-page level, not 3,939."""
+        listed = self.plans.key(("parts",), parts)[-1]
+
+        def make() -> Level:
+            return Level.of([c for part in parts for c in part], listed)
+
+        kept = self.plans.get(("level", listed), parts, make)
+        return kept if kept is not None else make()
 
     def _tokens_many(self, query: str, candidates: list[Candidate], bounds: np.ndarray,
                      level: Level | None = None) -> list[int]:

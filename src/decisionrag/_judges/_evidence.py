@@ -276,7 +276,8 @@ class Level:
             starts = np.fromiter(map(_START, rows_of), np.int64, n)
             counts = np.fromiter(map(_STOP, rows_of), np.int64, n) - starts
         except AttributeError:  # arrays given by hand (or no rows): measured one by one
-            starts, counts = None, np.fromiter(map(len, rows_of), np.int64, n)
+            counts = np.fromiter((0 if rows is None else len(rows) for rows in rows_of), np.int64, n)
+            starts = None
         return cls(candidates, listed, texts, rows_of, counts, token_estimates(texts), starts,
                    list(map(_COUNTED, candidates)))
 

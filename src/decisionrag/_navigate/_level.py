@@ -25,9 +25,19 @@ from .._errors import (
     NavigationError,
 )
 from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, Usage
+from .._judges._evidence import RecurringLists
 from .._words import Lexicon
 from ._config import OnFailure, StageSettings
-from ._render import LIST_TOKENS, PREAMBLE, Entry, Kind, QuestionForm, TaskWording, binary_request, pack
+from ._render import (
+    LIST_TOKENS,
+    PREAMBLE,
+    Entry,
+    Kind,
+    QuestionForm,
+    RequestPart,
+    TaskWording,
+    pack,
+)
 from ._result import StageTrace, Trace
 
 ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[None]]
@@ -45,8 +55,10 @@ class LevelEngine:
                  statistics: Lexicon | None = None, search_text: str = "",
                  candidate_tokens: int | None = None, concurrency: int | None = None,
                  form: QuestionForm = "paper", on_failure: OnFailure = "degrade",
-                 max_input_tokens: int | None = None) -> None:
+                 max_input_tokens: int | None = None,
+                 recurring: RecurringLists | None = None) -> None:
         self.judge = judge
+        self.recurring = recurring  # what is kept for levels that recur (the view's)
         self.count_tokens = count_tokens or judge.count_tokens
         self.statistics = statistics
         self.candidate_tokens = candidate_tokens
@@ -81,18 +93,18 @@ class LevelEngine:
         limits = self.judge.limits
         max_tokens = _smallest(settings.max_tokens_per_request, limits.max_tokens)
         rendered = self.renders_context()
-        chunks = pack(
+        parts = self.packed(
             entries,
-            self.count_tokens,
+            kind,
             overhead=(self.judge.count_tokens(PREAMBLE + self.query_text) + LIST_TOKENS
                       if max_tokens is not None else 0),  # only a token cap reads it
             max_candidates=_smallest(settings.max_candidates_per_request, limits.max_questions),
             max_tokens=max_tokens,
             keep_siblings=settings.keep_siblings,
         )
-        requests = [binary_request(self.query_text, chunk, kind, self.task, notepad, self.form,
-                                   self.statistics, self.search_text, rendered=rendered)
-                    for chunk in chunks]
+        requests = [part.request(self.query_text, kind, self.task, notepad, self.form,
+                                 self.statistics, self.search_text, rendered=rendered)
+                    for part in parts]
         if self.max_input_tokens is not None:
             self.check_budget(stage, sum(map(self.request_tokens, requests)))
         cut = [e for e in entries if e.truncated_from is not None]
@@ -133,6 +145,28 @@ class LevelEngine:
         self._idle_since = time.perf_counter()
         stage.seconds += self._idle_since - start
         return values
+
+    def packed(self, entries: list[Entry], kind: Kind, *, overhead: int,
+               max_candidates: int | None, max_tokens: int | None,
+               keep_siblings: bool) -> Sequence[RequestPart]:
+        """`entries` cut into requests (`pack`), as their query-independent parts; kept in
+        `recurring` for a level that comes back query after query (a page level's 4,000
+        pages are cut the same way every time)."""
+        def cut() -> _PackedLevel:
+            chunks = pack(entries, self.count_tokens, overhead=overhead,
+                          max_candidates=max_candidates, max_tokens=max_tokens,
+                          keep_siblings=keep_siblings)
+            return _PackedLevel(map(RequestPart.of, chunks))
+
+        if self.recurring is None:
+            return cut()
+        # not keyed by the wording (a conversation's first turn is asked as a question, the
+        # next as turns): the same candidates in the same requests either way, which the
+        # judge then reads through the same kept plans
+        key = self.recurring.key(("packed", overhead, max_candidates, max_tokens,
+                                  keep_siblings, id(self.count_tokens)), entries)
+        kept = self.recurring.get(key, entries, cut)
+        return kept if kept is not None else cut()
 
     def unjudged(self, stage: StageTrace, error: BaseException, n: int, of: int) -> None:
         """Book a request that failed after its retries: its `n` candidates go unjudged when
@@ -232,6 +266,16 @@ def _text_of(request: BinaryRequest | ChoiceRequest) -> str:
     if isinstance(request, BinaryRequest):
         return request.context + "".join(request.questions)
     return request.context
+
+
+class _PackedLevel(tuple[RequestPart, ...]):
+    """A level's request parts, with what keeping them costs (`RecurringLists` budgets)."""
+
+    __slots__ = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(64 + 24 * len(part.entries) for part in self)
 
 
 def _smallest(*limits: int | None) -> int | None:

@@ -150,14 +150,24 @@ def question(kind: Kind, task: TaskWording, n: int) -> str:
 _NUMBERED: dict[str, tuple[str, ...]] = {}
 
 
+_NUMBERED_PREFIXES: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
 def numbered(template: str, n: int) -> tuple[str, ...]:
     """`template` formatted with n = 1..n, from a table that grows by doubling (a level of
-    16,000 candidates would otherwise format 16,000 questions per query)."""
+    16,000 candidates would otherwise format 16,000 questions per query); the prefixes asked
+    for are kept too (a page level asks for the same 81 every query)."""
+    found = _NUMBERED_PREFIXES.get((template, n))
+    if found is not None:
+        return found
     table = _NUMBERED.get(template, ())
     if len(table) < n:
         size = max(n, 2 * len(table), 64)
         table = _NUMBERED[template] = tuple(template.format(n=i) for i in range(1, size + 1))
-    return table[:n]
+    if len(_NUMBERED_PREFIXES) >= 4_096:
+        _NUMBERED_PREFIXES.clear()
+    found = _NUMBERED_PREFIXES[(template, n)] = table[:n]
+    return found
 
 
 def questions(kind: Kind, task: TaskWording, n: int, form: QuestionForm = "paper") -> tuple[str, ...]:
@@ -331,14 +341,34 @@ def binary_request(
 ) -> BinaryRequest:
     """The binary request over `entries`; without `rendered`, its context is left empty (a
     judge that reads no context, and no token budget counting it: `LevelEngine`)."""
-    return BinaryRequest(
-        context=render_context(query_text, entries, kind, task, notepad, form) if rendered else "",
-        questions=questions(kind, task, len(entries), form),
-        query=query_text,
-        search=search,
-        candidates=tuple(map(_CANDIDATE, entries)),
-        statistics=statistics,
-    )
+    return RequestPart.of(entries).request(
+        query_text, kind, task, notepad, form, statistics, search, rendered=rendered)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPart:
+    """What a binary request over `entries` is, whatever the query and its wording: its
+    candidates (a packed level that recurs keeps its parts, `LevelEngine.packed`, and so
+    its requests carry the same candidate tuples query after query)."""
+
+    entries: Sequence[Entry]
+    candidates: tuple[Candidate, ...]
+
+    @classmethod
+    def of(cls, entries: Sequence[Entry]) -> RequestPart:
+        return cls(entries, tuple(map(_CANDIDATE, entries)))
+
+    def request(self, query_text: str, kind: Kind, task: TaskWording, notepad: Sequence[str],
+                form: QuestionForm, statistics: Any, search: str, *, rendered: bool) -> BinaryRequest:
+        return BinaryRequest(
+            context=(render_context(query_text, self.entries, kind, task, notepad, form)
+                     if rendered else ""),
+            questions=questions(kind, task, len(self.candidates), form),
+            query=query_text,
+            search=search,
+            candidates=self.candidates,
+            statistics=statistics,
+        )
 
 
 def choice_request(query_text: str, entries: Sequence[Entry], task: TaskWording,

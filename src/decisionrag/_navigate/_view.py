@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .._errors import InputError
+from .._judges._evidence import RecurringLists
 from .._tree import Node, NodeKind, Tree, ancestry
 from .._tree._summaries import Summary
 from .._tree._vectors import NodeVectors
@@ -33,6 +34,7 @@ from ._filters import Filter
 from ._render import Entry, Kind, truncated_entry
 
 CHILDREN_CACHE_NODES = 250_000  # groups' children, and as many group and page entries
+RECURRING_BYTES = 4 << 20  # packed levels kept (a 4,000-page level's: about 100 kB)
 CONTENT_ENTRIES = 20_000  # heading and passage entries (with their texts: about 30 MB)
 # above PAGE_PARTS_UP_TO passages a passage shown once is seldom shown again: fewer are kept
 LARGE_TREE_CONTENT_ENTRIES = 4_096
@@ -143,6 +145,8 @@ class TreeView:
         self._passages_held = 0
         self._plain: dict[int, int] = {}  # hashes of passages' texts, whitespace collapsed
         self._reading: dict[int, tuple[int, ...]] = {}  # reading keys by node id
+        # what is kept for levels that come back query after query (a page level's requests)
+        self.recurring = RecurringLists(RECURRING_BYTES)
 
     # -- warming the caches -----------------------------------------------------------------
 

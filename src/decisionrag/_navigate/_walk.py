@@ -92,7 +92,8 @@ class Walk:
                                   candidate_tokens=view.candidate_tokens,
                                   concurrency=concurrency, form=preset.questions,
                                   on_failure=preset.on_failure,
-                                  max_input_tokens=max_input_tokens)
+                                  max_input_tokens=max_input_tokens,
+                                  recurring=view.recurring)
         self.trace = self.levels.trace
         self.page_scores: dict[str, float] = {}
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
