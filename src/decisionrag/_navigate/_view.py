@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import operator
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -105,6 +106,9 @@ class Generations:
 # Pages are read through their passages' vectors up to this corpus size; above it through
 # their centroid only, so a page level of 16,000 pages does not map every passage vector.
 PAGE_PARTS_UP_TO = 500_000
+
+
+_NODE_ID = operator.attrgetter("id")
 
 
 def plain_text(node: Node) -> str:
@@ -373,11 +377,12 @@ class TreeView:
         cache = self._content_entries if kind in ("heading", "passage") else self._outline_entries
         table, old = cache.tables((kind, render))
         before = len(table)
-        get = table.get
-        found = [get(node.id) or self._older_entry(table, old, kind, node, render)
-                 for node in nodes]
+        found = list(map(table.get, map(_NODE_ID, nodes)))  # in C while all are cached
+        if not all(found):  # (an entry is always true)
+            found = [entry or self._older_entry(table, old, kind, node, render)
+                     for entry, node in zip(found, nodes, strict=True)]
         cache.held += len(table) - before
-        return found
+        return cast(list[Entry], found)
 
     def _older_entry(self, table: dict[int, Entry], old: dict[int, Entry], kind: Kind,
                      node: Node, render: str) -> Entry:
