@@ -256,15 +256,18 @@ def test_batched_evidence_is_bit_identical_to_the_per_candidate_products(
     stored.close()
 
 
+@pytest.mark.parametrize("fill_bytes", [1 << 20, 5000, 1])
 @pytest.mark.parametrize("last_length", [1, 5])
 def test_a_kept_plan_fills_what_the_per_block_products_give_bit_for_bit(
-        tmp_path: Path, last_length: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_length: int, fill_bytes: int) -> None:
     """`RowsPlan.fill` (every stack's products in one flat array, own rows gathered, best
-    parts by one segmented maximum) against `fill_own_and_best`: zero rows among the parts
-    and as own rows, blocks of one row, a last block of `last_length`, candidates without
-    rows; and a plan of no stored rows at all fills nothing."""
+    parts by one segmented maximum; a stack multiplied `FILL_BYTES` at a time: whole, in
+    pieces of a few blocks, a block at a time) against `fill_own_and_best`: zero rows among
+    the parts and as own rows, blocks of one row, a last block of `last_length`, candidates
+    without rows; and a plan of no stored rows at all fills nothing."""
     from decisionrag._judges import _evidence
 
+    monkeypatch.setattr(_evidence, "FILL_BYTES", fill_bytes)
     rng = np.random.default_rng(17)
     rows, stored = _stored_unit_rows(tmp_path, rng, 1500)
     rows_of: list[Any] = [stored.lazy_rows(int(a), int(a + n)) for a, n in
