@@ -165,6 +165,38 @@ async def test_encoding_does_not_block_the_event_loop(counting: CountingEncoder)
     assert ticks >= 5
 
 
+async def test_small_work_for_a_query_already_encoded_stays_on_the_callers_thread(
+        counting: CountingEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose query vector is in memory and whose candidates all carry rows (a
+    rescoring pass, a passage stage) is judged on the caller's thread: the hand-off to the
+    judge's thread and back costs more than the work. The first request (the query to
+    encode), one with texts to embed, and one past `INLINE_CANDIDATES` go to the judge's
+    thread; the answers are the same either way."""
+    import threading
+
+    from decisionrag._judges import _embedded
+
+    judge = EmbeddedJudge(counting)
+    stored = tuple(Candidate(c.id, c.text, vectors=counting.encode([c.text]).astype(np.float32))
+                   for c in (*WEAK, BEST))
+    where: list[threading.Thread] = []
+    judged = judge._binary
+
+    def recording(request: BinaryRequest) -> object:
+        where.append(threading.current_thread())
+        return judged(request)
+
+    monkeypatch.setattr(judge, "_binary", recording)
+    here = threading.current_thread()
+    first = await judge.binary(_binary(stored))  # the query is encoded: off the loop
+    again = await judge.binary(_binary(stored))
+    await judge.binary(_binary((*WEAK, BEST)))  # texts to embed
+    monkeypatch.setattr(_embedded, "INLINE_CANDIDATES", len(stored) - 1)
+    await judge.binary(_binary(stored))
+    assert [thread is here for thread in where] == [False, True, False, False]
+    assert first.probabilities == again.probabilities
+
+
 def test_works_under_the_no_network_guard(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="loopback"), socket.create_connection(("10.1.2.3", 80)):
         pass

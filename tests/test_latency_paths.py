@@ -245,8 +245,9 @@ def test_rescored_first_moves_the_rescored_to_the_front_keeping_both_orders() ->
     for _ in range(200):
         n = rng.randint(1, 300)
         values = np.array([rng.choice([0.1, 0.5, 0.9, rng.random()]) for _ in range(n)])  # ties
+        values[rng.randrange(n)] = float("nan") if rng.random() < 0.2 else values[0]
         order = best_first(values)
         rescored = sorted(rng.sample(range(n), rng.randint(0, n)))
         members = set(rescored)
         want = [i for i in order if i in members] + [i for i in order if i not in members]
-        assert rescored_first(np.asarray(order, dtype=np.int64), np.asarray(rescored, dtype=np.int64)) == want
+        assert rescored_first(values, np.asarray(rescored, dtype=np.int64)).tolist() == want

@@ -87,6 +87,10 @@ PLAN_BYTES = 32 << 20  # mtrag-cloud-pooled's page level (3,939 pages, 15,853 ro
 # only contend, and every extra thread that allocates keeps a glibc malloc arena of its own
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
 DEFAULT_WORKERS = 1
+# Candidates a request (or a level's requests together) may have to be judged on the caller's
+# thread when the query's vector is in memory: about 0.7 ms of work (a rescoring pass, a
+# passage stage) against 0.15 ms of hand-offs to the judge's thread and back.
+INLINE_CANDIDATES = 1_000
 # characters encoded at once by an encoder that cannot report its progress (the query's
 # deadline is checked between such pieces; the bundled encoders are checked after every
 # forward pass instead, through their progress step)
@@ -443,10 +447,26 @@ class EmbeddedJudge(Judge):
 
     async def _on_worker(self, work: Callable[[Any], Any], request: Any) -> Any:
         """`work(request)` on the judge's own threads (`workers`), off the event loop, in a
-        copy of the caller's context (its query deadline)."""
+        copy of the caller's context (its query deadline); on the caller's thread when it
+        is small (`_is_small`): the hand-off there and back would cost more than the work."""
+        if self._is_small(request):
+            return work(request)
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
             self._executor(), context.run, work, request)
+
+    def _is_small(self, request: Any) -> bool:
+        """Whether `request` (one, or a level's list) is judged in well under a millisecond:
+        at most `INLINE_CANDIDATES` candidates, all with stored vectors, for a query whose
+        vector is already in memory (nothing to encode)."""
+        requests = request if isinstance(request, list) else [request]
+        candidates = [c for r in requests for c in r.candidates]
+        if not requests or len(candidates) > INLINE_CANDIDATES:
+            return False
+        if any(map(_IS_NONE, map(_VECTORS, candidates))):
+            return False
+        queries = {searched_text(r) for r in requests}
+        return all(self.cache.get(text_digest(self.model_name, q)) is not None for q in queries)
 
     def _executor(self) -> ThreadPoolExecutor:
         """The judge's thread pool, made on first use (again in a forked child)."""
