@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,6 +179,41 @@ def test_pack_fills_long_runs_within_both_caps() -> None:
             tokens = 20 + estimate_tokens("# page") + sum(estimate_tokens(e.text) + 24 for e in chunk)
             assert max_candidates is None or len(chunk) <= max_candidates
             assert max_tokens is None or tokens <= max_tokens or len(chunk) == 1
+
+
+def test_header_costs_are_counted_once_per_counter_and_pack_as_before() -> None:
+    """A level's header changes are counted once per token counter (a page level passes the
+    same ones query after query); the cuts are those of counters that keep nothing (one
+    that takes no weak reference is simply asked each time)."""
+    from decisionrag._navigate import _render
+
+    asked: list[str] = []
+
+    def counting(text: str) -> int:
+        asked.append(text)
+        return estimate_tokens(text)
+
+    class Plain:
+        __slots__ = ()
+
+        def __call__(self, text: str) -> int:
+            return estimate_tokens(text)
+
+    entries = [Entry(f"e{i}", "w " * (i % 5 + 1), (f"group {i // 40}", f"page {i // 8}"), i // 8)
+               for i in range(400)]
+
+    def cut(cost: Any) -> list[list[str]]:
+        chunks = pack(entries, cost, overhead=20, max_candidates=30, max_tokens=900,
+                      keep_siblings=True)
+        return [[e.key for e in chunk] for chunk in chunks]
+
+    first = cut(counting)
+    assert any(text.startswith("#") for text in asked)
+    asked.clear()
+    assert cut(counting) == first
+    assert asked and not any(text.startswith("#") for text in asked)  # headers: kept counts
+    assert cut(Plain()) == first and cut(lambda text: estimate_tokens(text)) == first
+    assert _render._HEADER_TOKENS.get(counting)
 
 
 def test_limits_still_split_a_level(tmp_path: Path) -> None:

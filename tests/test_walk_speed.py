@@ -96,10 +96,11 @@ def test_a_walk_embeds_its_query_once_for_the_judge_and_the_hybrid_retriever(
 
 def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings(
         tmp_path: Path) -> None:
-    """A page level that comes back every query is packed once (on its second sighting)
-    and its requests then carry the very same candidate tuples, whether the query is asked
-    as a question or as a conversation's turn (the judge's kept plans are keyed by them);
-    the answers are those of a walk that keeps nothing."""
+    """A page level that comes back every query is packed once (on its third sighting: the
+    first only remembers its sketch, the second its key) and its requests then carry the
+    very same candidate tuples, whether the query is asked as a question or as a
+    conversation's turn (the judge's kept plans are keyed by them); the answers are those
+    of a walk that keeps nothing."""
     from _navigate_helpers import flat_tree
     from decisionrag._judges._evidence import RecurringLists
     from decisionrag._query import Query, Turn
@@ -107,7 +108,7 @@ def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings
     tree = flat_tree(tmp_path / "flat.tree", 12)
     settings = preset(task="auto", documents=StageSettings(top_k=2, max_candidates_per_request=4))
     asked = ["text 3", Query.of("and text 5?", [Turn("user", "text 3"), Turn("agent", "here")]),
-             "text 7", "text 1"]
+             "text 7", "text 1", "text 9"]
     judge, plain = ScriptedJudge(), ScriptedJudge()
     keeping, keeping_nothing = Navigator(tree, judge, settings), Navigator(tree, plain, settings)
     keeping_nothing.view.recurring = RecurringLists(0)
@@ -120,10 +121,11 @@ def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings
         pages = [r.candidates for r in judge.binary_calls if r.candidates[0].id.count("-") == 0]
         assert len(pages) == 3
         parts.append(pages)
-    assert not any(a is b for a, b in zip(parts[0], parts[1], strict=True))  # seen once: not kept
-    for later in parts[2:]:
-        assert all(a is b for a, b in zip(parts[1], later, strict=True))
-    assert parts[1][0] is not parts[1][1]
+    for before, seen in ((parts[0], parts[1]), (parts[1], parts[2])):  # sketch, key: not kept
+        assert not any(a is b for a, b in zip(before, seen, strict=True))
+    for later in parts[3:]:
+        assert all(a is b for a, b in zip(parts[2], later, strict=True))
+    assert parts[2][0] is not parts[2][1]
 
 
 # -- no rendering for a judge that reads no context ------------------------------------------
@@ -507,6 +509,36 @@ def test_recurring_lists_keep_plans_from_the_second_sighting_within_their_budget
     assert list(plans._kept) == [("b",)]
     plans.get(("c",), [], make("c", 500))
     assert plans.get(("c",), [], make("c", 500)) is not None and ("c",) not in plans._kept
+
+
+def test_a_listed_level_is_keyed_only_once_its_sketch_recurs() -> None:
+    """`get_listed`: a list whose sketch (length, first, middle and last members) is new
+    costs no packed key and is not kept; the same list again is seen by its key, then kept
+    from its third sighting; a list of other members with the same length is new again."""
+    from decisionrag._judges._evidence import RecurringLists
+
+    class Plan:
+        nbytes = 10
+
+    plans = RecurringLists(1 << 20)
+    keyed: list[int] = []
+    key = plans.key
+
+    def counting_key(tag: tuple[Any, ...], members: Any) -> tuple[Any, ...]:
+        keyed.append(len(members))
+        return key(tag, members)
+
+    plans.key = counting_key  # type: ignore[method-assign]
+    members = [object() for _ in range(1_000)]
+    others = [object() for _ in range(1_000)]
+    made: list[int] = []
+    sightings = [plans.get_listed(("t",), members, lambda: made.append(1) or Plan())
+                 for _ in range(4)]
+    assert sightings[:2] == [None, None] and keyed == [1_000] * 3  # none at the first
+    assert sightings[2] is not None and sightings[3] is sightings[2] and made == [1]
+    assert plans.get_listed(("t",), others, Plan) is None
+    assert keyed == [1_000] * 3  # a new sketch again: no key packed
+    assert plans.get_listed(("t",), [], Plan) is None  # an empty list is a list too
 
 
 def test_recurring_lists_remember_a_list_seen_once_by_an_integer_and_count_kept_keys() -> None:

@@ -163,9 +163,8 @@ class LevelEngine:
         # not keyed by the wording (a conversation's first turn is asked as a question, the
         # next as turns): the same candidates in the same requests either way, which the
         # judge then reads through the same kept plans
-        key = self.recurring.key(("packed", overhead, max_candidates, max_tokens,
-                                  keep_siblings, id(self.count_tokens)), entries)
-        kept = self.recurring.get(key, entries, cut)
+        kept = self.recurring.get_listed(("packed", overhead, max_candidates, max_tokens,
+                                          keep_siblings, id(self.count_tokens)), entries, cut)
         return kept if kept is not None else cut()
 
     def unjudged(self, stage: StageTrace, error: BaseException, n: int, of: int) -> None:

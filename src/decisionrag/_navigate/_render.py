@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -533,8 +534,29 @@ class _Costs:
         return count, used
 
 
+# `_header_tokens`, kept per cost function while it lives (a view's counter lives with its
+# navigator; a bound method, made anew at each reading, keeps nothing)
+_HeaderChange = tuple[tuple[str, ...], tuple[str, ...]]  # (previous header path, next)
+_HEADER_TOKENS: weakref.WeakKeyDictionary[Callable[[str], int], dict[_HeaderChange, int]] = (
+    weakref.WeakKeyDictionary())
+_HEADER_TOKENS_KEPT = 65_536  # header changes kept per cost function, at most
+
+
 def _header_tokens(previous: tuple[str, ...], block: tuple[str, ...], cost: Callable[[str], int]) -> int:
-    return sum(cost(line) for line in header_lines(previous, block))
+    """What the header lines printed between `previous` and `block` cost, kept: a page level
+    passes the same header runs query after query (150 at NQ size), each line otherwise
+    cleaned and counted again."""
+    try:
+        kept = _HEADER_TOKENS.setdefault(cost, {})
+    except TypeError:  # a counter that takes no weak reference: counted each time
+        return sum(cost(line) for line in header_lines(previous, block))
+    found = kept.get((previous, block))
+    if found is None:
+        found = sum(cost(line) for line in header_lines(previous, block))
+        if len(kept) >= _HEADER_TOKENS_KEPT:
+            kept.clear()
+        kept[(previous, block)] = found
+    return found
 
 
 def _smaller(cap: int | None, other: int | None) -> int | None:
