@@ -17,9 +17,7 @@ import argparse
 import asyncio
 import statistics
 import sys
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +27,7 @@ from decisionrag._tree import Tree, _reader
 
 sys.path.insert(0, str(Path(__file__).parent))
 from latency import queries  # the same questions as latency.py (beside this file)
-
-SECONDS: defaultdict[str, float] = defaultdict(float)
-TIMING = [False]
+from walk_stages import SECONDS, TIMING, timed  # the same wall-clock timers
 
 STEPS: list[tuple[Any, str, str]] = [  # (owner, attribute, label); older code may lack some
     (_view.TreeView, "entries", "view entries"),
@@ -46,23 +42,11 @@ STEPS: list[tuple[Any, str, str]] = [  # (owner, attribute, label); older code m
 ]
 
 
-def timed(function: Callable[..., Any], label: str) -> Callable[..., Any]:
-    def called(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            if TIMING[0]:
-                SECONDS[label] += time.perf_counter() - start
-
-    return called
-
-
 async def profile(tree_path: Path, judge_id: str, warm: int, n: int) -> None:
     for owner, name, label in STEPS:
         function = getattr(owner, name, None)
         if function is not None:  # a step older code does not have is skipped
-            setattr(owner, name, timed(function, label))
+            setattr(owner, name, timed(function, label, False))
     tree = Tree.open(tree_path)
     judge = load_judge(judge_id)
     navigator = Navigator(tree, judge, get_preset("nq", tree, judge))

@@ -88,8 +88,8 @@ PLAN_BYTES = 32 << 20  # mtrag-cloud-pooled's page level (3,939 pages, 15,853 ro
 # (asyncio.to_thread's pool reached six, tens of MB each at NQ scale; docs/benchmarks.md).
 DEFAULT_WORKERS = 1
 # Candidates a request (or a level's requests together) may have to be judged on the caller's
-# thread when the query's vector is in memory: about 0.7 ms of work (a rescoring pass, a
-# passage stage) against 0.15 ms of hand-offs to the judge's thread and back.
+# thread when the query's vector is in memory: work under a millisecond (a rescoring pass, a
+# passage stage), of which the hand-offs to the judge's thread and back would be a fair share.
 INLINE_CANDIDATES = 1_000
 # characters encoded at once by an encoder that cannot report its progress (the query's
 # deadline is checked between such pieces; the bundled encoders are checked after every
@@ -460,10 +460,9 @@ class EmbeddedJudge(Judge):
         at most `INLINE_CANDIDATES` candidates, all with stored vectors, for a query whose
         vector is already in memory (nothing to encode)."""
         requests = request if isinstance(request, list) else [request]
-        candidates = [c for r in requests for c in r.candidates]
-        if not requests or len(candidates) > INLINE_CANDIDATES:
-            return False
-        if any(map(_IS_NONE, map(_VECTORS, candidates))):
+        if not requests or sum(len(r.candidates) for r in requests) > INLINE_CANDIDATES:
+            return False  # (counted first: a page level's 16,000 candidates are not listed)
+        if any(map(_IS_NONE, map(_VECTORS, (c for r in requests for c in r.candidates)))):
             return False
         queries = {searched_text(r) for r in requests}
         return all(self.cache.get(text_digest(self.model_name, q)) is not None for q in queries)

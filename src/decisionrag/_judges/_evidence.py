@@ -60,13 +60,20 @@ class RecurringLists:
         n = len(members)
         sketch = hash((*tag, n, *(id(members[i]) for i in (0, n // 2, n - 1)))) if n else 0
         with self._lock:
-            if sketch not in self._sketches:
-                self._sketches[sketch] = None
-                if len(self._sketches) > self.SEEN:
-                    self._sketches.popitem(last=False)
+            if self._first_sighting(self._sketches, sketch):
                 return None
             self._sketches.move_to_end(sketch)
         return self.get(self.key(tag, members), members, make)
+
+    def _first_sighting(self, remembered: OrderedDict[int, None], value: int) -> bool:
+        """Whether `value` is new to `remembered` (then remembered, the oldest of more than
+        `SEEN` forgotten). Under the lock."""
+        if value in remembered:
+            return False
+        remembered[value] = None
+        if len(remembered) > self.SEEN:
+            remembered.popitem(last=False)
+        return True
 
     def get(self, key: tuple[Any, ...], items: Any, make: Callable[[], Any]) -> Any:
         """The plan kept for `key`, made by `make()` on the list's second sighting; None the
@@ -77,10 +84,7 @@ class RecurringLists:
             if kept is not None:
                 self._kept.move_to_end(key)
                 return kept[1]
-            if seen not in self._seen:
-                self._seen[seen] = None
-                if len(self._seen) > self.SEEN:
-                    self._seen.popitem(last=False)
+            if self._first_sighting(self._seen, seen):
                 return None
         plan = make()
         size = int(getattr(plan, "nbytes", 0)) + sum(len(k) for k in key if isinstance(k, bytes))
@@ -200,8 +204,8 @@ class RowsPlan:
             step = max(1, FILL_BYTES // (n * dim * stack.itemsize))
             for first in range(0, blocks, step):
                 part = stack[first:first + step]
-                # a byte of each 64-byte cache line read first: the rows come in at streaming speed, and
-                # the products, one small BLAS call per block, then find them cached
+                # a byte of each 64-byte cache line read first: the rows come in at streaming
+                # speed, and the products, one small BLAS call per block, then find them cached
                 np.bitwise_or.reduce(part.reshape(-1).view(np.uint8)[::64])
                 rows = len(part) * n
                 np.matmul(part, q, out=sims[at:at + rows].reshape(len(part), n))
