@@ -17,7 +17,8 @@ from decisionrag._judges import BinaryRequest, Candidate, ChoiceRequest, Limits,
 from decisionrag._judges._base import estimate_tokens
 from decisionrag._judges._testing import HOSTED_LIMITS, SimulatedJudge, hashed_score
 from decisionrag._navigate import Navigator
-from decisionrag._navigate._render import Entry, pack
+from decisionrag._navigate._pack import pack
+from decisionrag._navigate._render import Entry
 from decisionrag._tree import Node, NodeKind
 
 
@@ -185,7 +186,7 @@ def test_header_costs_are_counted_once_per_counter_and_pack_as_before() -> None:
     """A level's header changes are counted once per token counter (a page level passes the
     same ones query after query); the cuts are those of counters that keep nothing (one
     that takes no weak reference is simply asked each time)."""
-    from decisionrag._navigate import _render
+    from decisionrag._navigate import _pack
 
     asked: list[str] = []
 
@@ -213,7 +214,7 @@ def test_header_costs_are_counted_once_per_counter_and_pack_as_before() -> None:
     assert cut(counting) == first
     assert asked and not any(text.startswith("#") for text in asked)  # headers: kept counts
     assert cut(Plain()) == first and cut(lambda text: estimate_tokens(text)) == first
-    assert _render._HEADER_TOKENS.get(counting)
+    assert _pack._HEADER_TOKENS.get(counting)
 
 
 def test_limits_still_split_a_level(tmp_path: Path) -> None:

@@ -10,12 +10,12 @@ from _navigate_helpers import pets_tree, preset
 from decisionrag._judges import ScriptedJudge
 from decisionrag._judges._base import estimate_tokens
 from decisionrag._navigate import Navigator, StageSettings
+from decisionrag._navigate._pack import pack
 from decisionrag._navigate._render import (
     Entry,
     binary_request,
     choice_request,
     clean,
-    pack,
     question,
     render_query,
 )

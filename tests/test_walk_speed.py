@@ -18,7 +18,8 @@ from decisionrag._embed import load_query_encoder, shared_query_vector
 from decisionrag._judges import Reads, ScriptedJudge
 from decisionrag._judges._base import estimate_tokens
 from decisionrag._navigate import ChoiceSettings, Navigator, StageSettings
-from decisionrag._navigate._render import Entry, _blocks, _Costs, pack
+from decisionrag._navigate._pack import _blocks, _Costs, pack
+from decisionrag._navigate._render import Entry
 from decisionrag._query import SharedWork, current_shared_work, shared_work
 
 

@@ -28,15 +28,16 @@ from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, 
 from .._judges._evidence import RecurringLists
 from .._words import Lexicon
 from ._config import OnFailure, StageSettings
+from ._pack import pack
 from ._render import (
     LIST_TOKENS,
     PREAMBLE,
     Entry,
+    EntryRuns,
     Kind,
     QuestionForm,
     RequestPart,
     TaskWording,
-    pack,
 )
 from ._result import StageTrace, Trace
 
@@ -107,7 +108,8 @@ class LevelEngine:
                     for part in parts]
         if self.max_input_tokens is not None:
             self.check_budget(stage, sum(map(self.request_tokens, requests)))
-        cut = [e for e in entries if e.truncated_from is not None]
+        cut = (entries.truncated() if isinstance(entries, EntryRuns)
+               else [e for e in entries if e.truncated_from is not None])
         if cut:
             stage.notes.append(
                 f"{len(cut)} candidate(s) cut to their first {self.candidate_tokens or 0:,} tokens "

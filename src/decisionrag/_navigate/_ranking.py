@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .._tree import Node, NodeKind
 from ._config import POOLED, StageSettings
 from ._level import LevelEngine, ReadAhead
-from ._render import Kind
+from ._render import EntryRuns, Kind
 from ._result import Stage, StageTrace
 from ._view import TreeView
 
@@ -100,11 +100,13 @@ async def judge_level(
 ) -> tuple[Ranking, StageTrace]:
     """Judge `nodes` (reading order) as `view` renders them and rank them best first, ties
     in reading order; a split level's pooled top `settings.rescore_top` is rescored."""
-    stage = levels.new_stage(name, list(map(_KEY, nodes)))
     if not nodes:
+        stage = levels.new_stage(name, [])
         levels.trace.stages.append(stage)
         return Ranking([], {}, np.zeros(0)), stage
     entries = view.entries(kind, nodes, settings.render)
+    keys = entries.keys() if isinstance(entries, EntryRuns) else list(map(_KEY, nodes))
+    stage = levels.new_stage(name, keys)
     values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
     ranking = Ranking.of(nodes, values, stage.candidates)
     # shared, not copied: what changes a ranking's scores later (`rescore`, recovery in the

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import operator
 import os
 from collections import OrderedDict
@@ -32,7 +33,7 @@ from .._tree._vectors import NodeVectors
 from .._words import Lexicon
 from ._config import Preset
 from ._filters import Filter
-from ._render import Entry, Kind, truncated_entry
+from ._render import Entry, EntryRun, EntryRuns, Kind, truncated_entry
 
 CHILDREN_CACHE_NODES = 250_000  # groups' children, and as many group and page entries
 RECURRING_BYTES = 4 << 20  # packed levels kept (a 4,000-page level's: about 100 kB)
@@ -42,6 +43,18 @@ LARGE_TREE_CONTENT_ENTRIES = 4_096
 PASSAGE_LIST_NODES = 20_000  # nodes held in the lists of `passages_of` and `sections_of`
 NODE_CACHE_NODES = 20_000  # nodes looked up one by one (pages of passages, ancestors)
 READ_AHEAD_SHARE = 0.9  # reading ahead stops when the caches are this full
+
+
+class NodeRuns(list[Node]):
+    """A level's nodes made of lists the view keeps (each the pages of one group, as
+    `split_children` holds them): their concatenation, with the lists (`runs`), so that
+    the level's entries come as runs (`TreeView.entries`)."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: Sequence[list[Node]]) -> None:
+        super().__init__(itertools.chain.from_iterable(runs))
+        self.runs = [run for run in runs if run]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +155,8 @@ class TreeView:
         self._outline_entries = Generations(self.cache_nodes)  # groups and pages
         self._content_entries = Generations(  # headings and passages
             CONTENT_ENTRIES if self._page_parts else LARGE_TREE_CONTENT_ENTRIES)
+        self._entry_runs: dict[tuple[str, str, int], tuple[list[Node], EntryRun]] = {}
+        self._entry_runs_held = 0  # entries in `_entry_runs`
         self._headers: dict[int | None, tuple[str, ...]] = {}
         self._summaries: dict[int, Summary] = {}
         self._summarised = True  # False for a tree written before summaries existed
@@ -373,7 +388,13 @@ class TreeView:
         return self.entries(kind, [node], render)[0]
 
     def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
-        """`entry` for many nodes at once: one dict lookup per node when cached."""
+        """`entry` for many nodes at once: one dict lookup per node when cached; for
+        `NodeRuns`, `EntryRuns` made of each run's kept `EntryRun` (a page level of 16,000
+        pages is then packed and rendered run by run)."""
+        if isinstance(nodes, NodeRuns):
+            runs = self._entry_runs_of(kind, nodes.runs, render)
+            if runs is not None:
+                return EntryRuns.of(runs)
         cache = self._content_entries if kind in ("heading", "passage") else self._outline_entries
         table, old = cache.tables((kind, render))
         before = len(table)
@@ -383,6 +404,26 @@ class TreeView:
                      for entry, node in zip(found, nodes, strict=True)]
         cache.held += len(table) - before
         return cast(list[Entry], found)
+
+    def _entry_runs_of(self, kind: Kind, runs: list[list[Node]], render: str) -> list[EntryRun] | None:
+        """Each run's `EntryRun`, kept while the view holds the run's list (keyed by the
+        list, which is kept alongside: its id cannot be reused while it is held); None
+        when a run's entries differ in header path or sibling."""
+        found: list[EntryRun] = []
+        for nodes in runs:
+            key = (kind, render, id(nodes))
+            held = self._entry_runs.get(key)
+            if held is None or held[0] is not nodes:
+                run = EntryRun.of(self.entries(kind, nodes, render))
+                if run is None:
+                    return None
+                if self._entry_runs_held + len(nodes) > self.cache_nodes:
+                    self._entry_runs.clear()
+                    self._entry_runs_held = 0
+                held = self._entry_runs[key] = (nodes, run)
+                self._entry_runs_held += len(nodes)
+            found.append(held[1])
+        return found
 
     def _older_entry(self, table: dict[int, Entry], old: dict[int, Entry], kind: Kind,
                      node: Node, render: str) -> Entry:

@@ -26,7 +26,7 @@ from ._recovery import Recovery
 from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
 from ._result import Hit, Location, Result, Stage, Trace
 from ._retriever import Retriever
-from ._view import TreeView, plain_text
+from ._view import NodeRuns, TreeView, plain_text
 
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 
@@ -156,13 +156,16 @@ class Walk:
         if not self.preset.route_groups:
             return self.admit(list(self.view.all_documents()), Stage.PAGE.value)
         level = [self.tree.root.id]  # the groups whose children form the next level
-        documents: list[Node] = []
+        runs: list[list[Node]] = []  # each family's admitted pages, in reading order
         depth = 0
         mixed = False
+        kept_as_held = True  # every family's pages as the view holds them (no filter): NodeRuns
         while level:
             families = [self.view.split_children(node_id) for node_id in level]
             for family in families:
-                documents.extend(self.admit(family.documents, Stage.PAGE.value))
+                admitted = self.admit(family.documents, Stage.PAGE.value)
+                runs.append(admitted)
+                kept_as_held = kept_as_held and admitted is family.documents
             groups = self.admit([group for family in families for group in family.groups],
                                 Stage.GROUP.at(depth))
             if not groups:
@@ -171,7 +174,10 @@ class Walk:
             kept = await self.judge_groups(groups, depth)
             level = [group.id for group in groups if group.key in kept]
             depth += 1
-        return sorted(documents, key=self.view.reading_key) if mixed else documents
+        if kept_as_held and not mixed:
+            return NodeRuns(runs)
+        pages = [page for run in runs for page in run]
+        return sorted(pages, key=self.view.reading_key) if mixed else pages
 
     async def judge_groups(self, groups: list[Node], depth: int) -> set[str]:
         settings = self.preset.group_settings(depth)

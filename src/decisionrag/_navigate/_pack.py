@@ -1,0 +1,256 @@
+"""Splitting a level into requests: `pack` cuts a level's entries (reading order) into
+requests within the judge's caps, of balanced sizes, siblings kept together.
+
+A level given as `EntryRuns` (a page level made of kept families) is measured from its
+runs' lists, not entry by entry; the cuts are the same either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import weakref
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+
+from ._render import QUESTION_TOKENS, Entry, EntryRuns, header_lines
+
+_TOKENS = operator.attrgetter("tokens")
+_BLOCK = operator.attrgetter("block")
+_SIBLING = operator.attrgetter("sibling")
+
+
+def pack(
+    entries: Sequence[Entry],
+    cost: Callable[[str], int],
+    *,
+    overhead: int,
+    max_candidates: int | None,
+    max_tokens: int | None,
+    keep_siblings: bool,
+) -> list[list[Entry]]:
+    """Cut `entries` (reading order) into requests within both caps, of balanced sizes.
+
+    Siblings (same `sibling`) stay in one request unless they alone exceed a cap (then they
+    fill requests in order); a request is never empty. `cost(text)` is the judge's token
+    count; `overhead` the tokens of the preamble and query that every request repeats.
+    Greedy filling decides how many requests are needed; the level is then re-cut into that
+    many requests of about equal size (79 candidates at a cap of 50 become 40 + 39, not
+    50 + 29), so that no request is the slow one.
+    """
+    # without a token cap only counts cut a level: its token costs would be read by nothing
+    runs = entries if isinstance(entries, EntryRuns) and _counted(entries) else None
+    if max_tokens is None:
+        costs = _Costs.uncounted(entries)
+    else:
+        costs = _Costs(entries, cost) if runs is None else _Costs.of_runs(runs, cost)
+    blocks = _blocks(entries, keep_siblings) if runs is None else _run_blocks(runs, keep_siblings)
+    greedy = costs.cut(blocks, overhead, max_candidates, max_tokens)
+    n = len(greedy) - 1
+    if n >= 2:
+        even_candidates = -(-len(entries) // n)
+        even_tokens = None
+        if max_tokens is not None:
+            even_tokens = overhead + -(-costs.total() // n) + _SLACK_TOKENS
+        balanced = costs.cut(
+            blocks,
+            overhead,
+            _smaller(max_candidates, even_candidates),
+            _smaller(max_tokens, even_tokens),
+        )
+        if len(balanced) == len(greedy):
+            greedy = balanced
+    if runs is not None:
+        return list(runs.parts(greedy))
+    return [list(entries[a:b]) for a, b in itertools.pairwise(greedy)]
+
+
+def _counted(entries: EntryRuns) -> bool:
+    """Whether every run of `entries` knows its entries' token costs."""
+    return all(run.costs is not None for run, _, _ in entries.segments)
+
+
+_SLACK_TOKENS = 40  # lets a balanced request absorb one header line more than the average
+
+
+class _Costs:
+    """Token costs of a level's entries: `line[i]`, entry i's line and question; `follow[i]`,
+    the header lines printed before it after its reading-order predecessor (nonzero only where
+    the header path changes); `opening(i)`, those printed before it when it opens a request;
+    `steps[i]`, the prefix sum of line + follow over the entries before i (so that a run of
+    entries is measured, and a request filled, without a loop over its entries)."""
+
+    def __init__(self, entries: Sequence[Entry], cost: Callable[[str], int]) -> None:
+        tokens = list(map(_TOKENS, entries))
+        if any(map(operator.is_, tokens, itertools.repeat(None))):
+            tokens = [cost(e.text) if t is None else t for e, t in zip(entries, tokens, strict=True)]
+        self.line = list(map(operator.add, tokens, itertools.repeat(4 + QUESTION_TOKENS)))
+        self.blocks = list(map(_BLOCK, entries))
+        self.headers: dict[tuple[str, ...], int] = {}
+        self.follow = [0] * len(self.line)
+        previous: tuple[str, ...] = ()
+        start = 0
+        for block, run in itertools.groupby(self.blocks):
+            if block not in self.headers:
+                self.headers[block] = _header_tokens((), block, cost)
+            self.follow[start] = _header_tokens(previous, block, cost)
+            previous = block
+            start += len(list(run))
+        self.steps = [0, *itertools.accumulate(map(operator.add, self.line, self.follow))]
+
+    @classmethod
+    def of_runs(cls, entries: EntryRuns, cost: Callable[[str], int]) -> _Costs:
+        """The same costs read from `entries`' runs (a header path can change only where a
+        run starts), without reading the entries one by one."""
+        costs = cls.__new__(cls)
+        costs.line, costs.blocks, costs.follow, costs.headers = [], [], [], {}
+        previous: tuple[str, ...] = ()
+        for run, start, end in entries.segments:
+            assert run.costs is not None  # `_counted`
+            costs.line += run.costs if (start, end) == (0, len(run.costs)) else run.costs[start:end]
+            costs.blocks += [run.block] * (end - start)
+            if run.block not in costs.headers:
+                costs.headers[run.block] = _header_tokens((), run.block, cost)
+            costs.follow += [_header_tokens(previous, run.block, cost)] + [0] * (end - start - 1)
+            previous = run.block
+        costs.steps = [0, *itertools.accumulate(map(operator.add, costs.line, costs.follow))]
+        return costs
+
+    @classmethod
+    def uncounted(cls, entries: Sequence[Entry]) -> _Costs:
+        """Costs of zero tokens everywhere: what `cut` reads when there is no token cap (the
+        boundaries then depend on candidate counts alone)."""
+        costs = cls.__new__(cls)
+        n = len(entries)
+        costs.line, costs.follow, costs.steps = [0] * n, [0] * n, [0] * (n + 1)
+        costs.blocks = [()] * n
+        costs.headers = {(): 0}
+        return costs
+
+    def opening(self, i: int) -> int:
+        return self.headers[self.blocks[i]]
+
+    def total(self) -> int:
+        return self.steps[-1]
+
+    def cut(
+        self,
+        blocks: list[tuple[int, int]],
+        overhead: int,
+        max_candidates: int | None,
+        max_tokens: int | None,
+    ) -> list[int]:
+        """Request boundaries (indexes into the entries, first 0, last len): a block joins
+        the current request if it fits there, else opens the next one if it fits alone,
+        else is cut entry by entry."""
+        bounds = [0]
+        count, used = 0, overhead
+        for first, end in blocks:
+            inner = self.steps[end] - self.steps[first] - self.follow[first]
+            joined = used + inner + self.follow[first]
+            if count and _fits(count + end - first, joined, max_candidates, max_tokens):
+                count, used = count + end - first, joined
+                continue
+            alone = overhead + inner + self.opening(first)
+            if _fits(end - first, alone, max_candidates, max_tokens):
+                if count:
+                    bounds.append(first)
+                count, used = end - first, alone
+                continue
+            count, used = self._fill(first, end, (count, used, overhead), max_candidates, max_tokens, bounds)
+        if bounds[-1] != len(self.line) or len(bounds) == 1:
+            bounds.append(len(self.line))
+        return bounds if len(self.line) else [0]
+
+    def _fill(
+        self,
+        i: int,
+        end: int,
+        state: tuple[int, int, int],
+        max_candidates: int | None,
+        max_tokens: int | None,
+        bounds: list[int],
+    ) -> tuple[int, int]:
+        """Entries i..end-1 into the current request and as many next ones as they need
+        (`state`: candidates and tokens in the current request, a new request's tokens)."""
+        count, used, overhead = state
+        steps = self.steps
+        while i < end:
+            if count == 0:  # a request's first entry always goes in: never an empty request
+                count, used, i = 1, used + self.line[i] + self.opening(i), i + 1
+                continue
+            last = end if max_candidates is None else min(end, i + max(0, max_candidates - count))
+            if max_tokens is not None:  # the last j with steps[j] - steps[i] <= max_tokens - used
+                last = min(last, bisect_right(steps, max_tokens - used + steps[i], i, last + 1) - 1)
+            if last > i:
+                count, used, i = count + last - i, used + steps[last] - steps[i], last
+            if i < end:  # entry i does not fit: it opens the next request
+                bounds.append(i)
+                count, used = 0, overhead
+        return count, used
+
+
+# `_header_tokens`, kept per cost function while it lives (a view's counter lives with its
+# navigator; a bound method, made anew at each reading, keeps nothing)
+_HeaderChange = tuple[tuple[str, ...], tuple[str, ...]]  # (previous header path, next)
+_HEADER_TOKENS: weakref.WeakKeyDictionary[Callable[[str], int], dict[_HeaderChange, int]] = (
+    weakref.WeakKeyDictionary())
+_HEADER_TOKENS_KEPT = 65_536  # header changes kept per cost function, at most
+
+
+def _header_tokens(previous: tuple[str, ...], block: tuple[str, ...], cost: Callable[[str], int]) -> int:
+    """What the header lines printed between `previous` and `block` cost, kept: a page level
+    passes the same header runs query after query (150 at NQ size), each line otherwise
+    cleaned and counted again."""
+    try:
+        kept = _HEADER_TOKENS.setdefault(cost, {})
+    except TypeError:  # a counter that takes no weak reference: counted each time
+        return sum(cost(line) for line in header_lines(previous, block))
+    found = kept.get((previous, block))
+    if found is None:
+        found = sum(cost(line) for line in header_lines(previous, block))
+        if len(kept) >= _HEADER_TOKENS_KEPT:
+            kept.clear()
+        kept[(previous, block)] = found
+    return found
+
+
+def _smaller(cap: int | None, other: int | None) -> int | None:
+    if cap is None:
+        return other
+    return cap if other is None else min(cap, other)
+
+
+def _fits(n: int, tokens: int, max_candidates: int | None, max_tokens: int | None) -> bool:
+    return (max_candidates is None or n <= max_candidates) and (max_tokens is None or tokens <= max_tokens)
+
+
+def _blocks(entries: Sequence[Entry], keep_siblings: bool) -> list[tuple[int, int]]:
+    """Index ranges that should share a request: runs of siblings, or (without
+    `keep_siblings`) the whole level, which `cut` then fills entry by entry."""
+    if not keep_siblings:
+        return [(0, len(entries))] if entries else []
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    for _, run in itertools.groupby(map(_SIBLING, entries)):
+        end = start + len(list(run))
+        blocks.append((start, end))
+        start = end
+    return blocks
+
+
+def _run_blocks(entries: EntryRuns, keep_siblings: bool) -> list[tuple[int, int]]:
+    """`_blocks` read from `entries`' runs: one run's entries share a sibling id."""
+    if not keep_siblings:
+        return [(0, len(entries))] if entries else []
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    sibling: object = object()
+    for run, first, end in entries.segments:
+        if blocks and run.sibling == sibling:
+            blocks[-1] = (blocks[-1][0], start + end - first)
+        else:
+            blocks.append((start, start + end - first))
+        sibling = run.sibling
+        start += end - first
+    return blocks

@@ -1,0 +1,127 @@
+"""A level made of kept runs (`NodeRuns` → `EntryRuns`) is cut, listed and rendered exactly
+as the same entries given one by one: oracle tests against the plain-list path, and a walk
+whose requests are compared with the plain path's."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from _navigate_helpers import preset
+from decisionrag._judges import ScriptedJudge
+from decisionrag._judges._base import estimate_tokens
+from decisionrag._judges._testing import hashed_score
+from decisionrag._navigate import Navigator, StageSettings, _walk
+from decisionrag._navigate._pack import pack
+from decisionrag._navigate._render import Entry, EntryRun, EntryRuns, RequestPart, render_context
+from decisionrag._navigate._view import NodeRuns
+from decisionrag._tree import DocumentSpec, PassageSpec, Tree, TreeWriter
+
+WORDS = ["alpha", "beta", "gamma", "delta", "[Page", "3]", "epsilon\u200b", "zeta", "eta", "theta"]
+
+
+def family(rng: random.Random, parent: int, label: str, n: int) -> list[Entry]:
+    entries = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))
+        entry = Entry(f"p{parent}-{i}", text, (label,) if label else (), parent)
+        entry.tokens = estimate_tokens(text)
+        if rng.random() < 0.05:
+            entry.truncated_from = entry.tokens + 10
+        if rng.random() < 0.5:
+            entry.line  # noqa: B018 - some lines made before, some at rendering
+        entries.append(entry)
+    return entries
+
+
+def level(seed: int) -> tuple[list[list[Entry]], list[Entry]]:
+    rng = random.Random(seed)
+    runs = [family(rng, parent, rng.choice(["", "Cats", "Dogs", f"Group {parent}"]), rng.randint(1, 40))
+            for parent in range(rng.randint(1, 12))]
+    if len(runs) > 2 and rng.random() < 0.5:  # a parent's pages in two runs in a row
+        runs.insert(1, family(rng, 0, runs[0][0].block[0] if runs[0][0].block else "", 3))
+    return runs, [e for run in runs for e in run]
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("caps", [(None, 400), (7, None), (5, 250), (None, None), (64, 20_000)])
+@pytest.mark.parametrize("keep_siblings", [True, False])
+def test_runs_pack_and_render_as_the_entries_one_by_one(
+        seed: int, caps: tuple[int | None, int | None], keep_siblings: bool) -> None:
+    runs, flat = level(seed)
+    as_runs = EntryRuns.of([run for run in (EntryRun.of(r) for r in runs) if run is not None])
+    assert list(as_runs) == flat and as_runs.keys() == [e.key for e in flat]
+    assert as_runs.truncated() == [e for e in flat if e.truncated_from is not None]
+    max_candidates, max_tokens = caps
+    kwargs = dict(overhead=30, max_candidates=max_candidates, max_tokens=max_tokens,
+                  keep_siblings=keep_siblings)
+    expected = pack(flat, estimate_tokens, **kwargs)  # type: ignore[arg-type]
+    found = pack(as_runs, estimate_tokens, **kwargs)  # type: ignore[arg-type]
+    assert [list(chunk) for chunk in found] == expected
+    assert all(isinstance(chunk, EntryRuns) for chunk in found)
+    for chunk, plain in zip(found, expected, strict=True):
+        part = RequestPart.of(chunk)
+        assert part.candidates == RequestPart.of(plain).candidates
+        assert chunk.keys() == [e.key for e in plain]
+        assert chunk.truncated() == [e for e in plain if e.truncated_from is not None]
+        for kind in ("document", "passage"):
+            assert (render_context("Q?", chunk, kind, "qa", notepad=[plain[-1].key])
+                    == render_context("Q?", plain, kind, "qa", notepad=[plain[-1].key]))
+
+
+def test_a_run_is_one_header_path_and_one_sibling() -> None:
+    rng = random.Random(0)
+    one = family(rng, 1, "Cats", 4)
+    assert EntryRun.of(one) is not None and EntryRun.of([]) is None
+    assert EntryRun.of([*one, *family(rng, 2, "Cats", 1)]) is None  # another sibling
+    other = family(rng, 1, "Dogs", 1)
+    assert EntryRun.of([*one, *other]) is None  # another header path
+    untold = Entry("x", "text", ("Cats",), 1)  # no token count: packing counts it
+    run = EntryRun.of([*one, untold])
+    assert run is not None and run.costs is None
+    flat = [*one, untold]
+    assert [list(c) for c in pack(EntryRuns.of([run]), estimate_tokens, overhead=10, max_candidates=2,
+                                  max_tokens=None, keep_siblings=False)] == pack(
+        flat, estimate_tokens, overhead=10, max_candidates=2, max_tokens=None, keep_siblings=False)
+
+
+def grouped_tree(path: Path) -> Tree:
+    with TreeWriter(path) as writer:
+        for g in range(6):
+            for d in range(5 + g):
+                passages = [PassageSpec(f"group {g} page {d} passage {i} text", key=f"g{g}d{d}p{i}")
+                            for i in range(3)]
+                writer.add_document(DocumentSpec(f"Page {g}.{d} title", passages, key=f"g{g}d{d}",
+                                                 groups=(f"Group {g}",)))
+    return Tree.open(path)
+
+
+def test_a_walk_sends_what_the_plain_level_sends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = grouped_tree(tmp_path / "t.tree")
+    settings = preset(groups=(StageSettings(top_k=4, max_candidates_per_request=3),),
+                      documents=StageSettings(top_k=3, max_candidates_per_request=7, rescore_top=4))
+
+    def walk() -> tuple[list[object], list[tuple[str, float]]]:
+        judge = ScriptedJudge(hashed_score)
+        navigator = Navigator(tree, judge, settings)
+        hits = []
+        for question in ("first question", "second question", "first question"):
+            result = asyncio.run(navigator.aretrieve(question, k=5))
+            hits += [(hit.key, hit.score) for hit in result.hits]
+        return [(c.context, c.candidates) for c in judge.binary_calls], hits
+
+    levels: list[type] = []
+    made = NodeRuns.__init__
+
+    def counted(self: NodeRuns, runs: list[list[object]]) -> None:
+        levels.append(type(self))
+        made(self, runs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(NodeRuns, "__init__", counted)
+    with_runs = walk()
+    assert levels, "the page level came as runs"
+    monkeypatch.setattr(_walk, "NodeRuns", lambda runs: [n for run in runs for n in run])
+    assert walk() == with_runs
