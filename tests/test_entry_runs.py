@@ -54,6 +54,10 @@ def test_runs_pack_and_render_as_the_entries_one_by_one(
     runs, flat = level(seed)
     as_runs = EntryRuns.of([run for run in (EntryRun.of(r) for r in runs) if run is not None])
     assert list(as_runs) == flat and as_runs.keys() == [e.key for e in flat]
+    assert [as_runs[i] for i in range(-len(flat), len(flat))] == flat + flat
+    assert as_runs[2:-3] == flat[2:-3] and as_runs[::-2] == flat[::-2]
+    with pytest.raises(IndexError):
+        as_runs[len(flat)]
     assert as_runs.truncated() == [e for e in flat if e.truncated_from is not None]
     max_candidates, max_tokens = caps
     kwargs = dict(overhead=30, max_candidates=max_candidates, max_tokens=max_tokens,

@@ -84,7 +84,7 @@ class LevelEngine:
         self,
         stage: StageTrace,
         kind: Kind,
-        entries: list[Entry],
+        entries: Sequence[Entry],
         settings: StageSettings,
         notepad: Sequence[str],
         read_ahead: ReadAhead | None = None,
@@ -148,7 +148,7 @@ class LevelEngine:
         stage.seconds += self._idle_since - start
         return values
 
-    def packed(self, entries: list[Entry], kind: Kind, *, overhead: int,
+    def packed(self, entries: Sequence[Entry], kind: Kind, *, overhead: int,
                max_candidates: int | None, max_tokens: int | None,
                keep_siblings: bool) -> Sequence[RequestPart]:
         """`entries` cut into requests (`pack`), as their query-independent parts; kept in

@@ -28,7 +28,7 @@ def pack(
     max_candidates: int | None,
     max_tokens: int | None,
     keep_siblings: bool,
-) -> list[list[Entry]]:
+) -> list[Sequence[Entry]]:
     """Cut `entries` (reading order) into requests within both caps, of balanced sizes.
 
     Siblings (same `sibling`) stay in one request unless they alone exceed a cap (then they

@@ -23,12 +23,13 @@ cleaned text can contain.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
@@ -142,9 +143,9 @@ class EntryRun:
 
     __slots__ = ("_lines", "block", "candidates", "costs", "entries", "keys", "sibling", "truncated")
 
-    def __init__(self, entries: list[Entry]) -> None:
+    def __init__(self, entries: Sequence[Entry]) -> None:
         first = entries[0]
-        self.entries = entries
+        self.entries = list(entries)
         self.block, self.sibling = first.block, first.sibling
         self.keys: list[str] = list(map(_KEY, entries))
         self.candidates: list[Candidate] = list(map(_CANDIDATE, entries))
@@ -156,7 +157,7 @@ class EntryRun:
         self._lines: list[str] | None = None
 
     @classmethod
-    def of(cls, entries: list[Entry]) -> EntryRun | None:
+    def of(cls, entries: Sequence[Entry]) -> EntryRun | None:
         """`entries` as a run; None when they are empty or differ in header path or sibling."""
         if not entries:
             return None
@@ -176,17 +177,41 @@ class EntryRun:
 Segment = tuple[EntryRun, int, int]  # entries start..end-1 of a run
 
 
-class EntryRuns(list[Entry]):
-    """A level's entries, also known as `segments` of runs (each a run's entries from start
-    to end), in order: the list is their concatenation."""
+class EntryRuns(Sequence[Entry]):
+    """A level's entries as `segments` of runs (each a run's entries from start to end), in
+    order: a sequence of their concatenation, never listed in one (a list of a page level's
+    16,000 entries costs its making, and each young-generation garbage collection while it
+    lives reads its 16,000 members again)."""
 
-    __slots__ = ("segments",)
+    __slots__ = ("_starts", "segments")
 
     def __init__(self, segments: Sequence[Segment] = ()) -> None:
-        super().__init__(itertools.chain.from_iterable(
-            run.entries if (start, end) == (0, len(run.entries)) else run.entries[start:end]
-            for run, start, end in segments))
         self.segments = list(segments)
+        self._starts = [0, *itertools.accumulate(end - start for _, start, end in self.segments)]
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __iter__(self) -> Iterator[Entry]:
+        for run, start, end in self.segments:
+            yield from run.entries if (start, end) == (0, len(run.entries)) else run.entries[start:end]
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("EntryRuns index out of range")
+        k = bisect.bisect_right(self._starts, index) - 1
+        run, start, _ = self.segments[k]
+        return run.entries[start + index - self._starts[k]]
 
     @classmethod
     def of(cls, runs: Sequence[EntryRun]) -> EntryRuns:

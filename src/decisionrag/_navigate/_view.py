@@ -181,7 +181,7 @@ class TreeView:
                 if not self.room_for_reading_ahead():
                     return self._children_held
                 family = self.split_children(node_id)
-                self.entries("document", family.documents, preset.documents.render)
+                self.entries("document", NodeRuns([family.documents]), preset.documents.render)
                 self.entries("group", family.groups, preset.group_settings(depth).render)
                 groups.extend(family.groups)
             level = [group.id for group in groups]
@@ -191,8 +191,8 @@ class TreeView:
     async def read_ahead(self, preset: Preset, groups: Sequence[Node], depth: int,
                          until: asyncio.Future[Any]) -> None:
         """Use a judge wait: while `until` (the requests judging `groups`) is pending, read
-        the groups' children and build their entries (level `depth`), one group at a time,
-        so that the kept groups' pages are cached when the answers come back. Yields after
+        the groups' children and build their entries and runs (level `depth`), one group at
+        a time, so that the kept groups' pages are cached when the answers come back. Yields after
         each group (under a millisecond); leaves room in the caches for the walks' own use."""
         for group in groups:
             if until.done() or not self.room_for_reading_ahead():
@@ -200,7 +200,7 @@ class TreeView:
             if group.id in self._children:
                 continue
             family = self.split_children(group.id)
-            self.entries("document", family.documents, preset.documents.render)
+            self.entries("document", NodeRuns([family.documents]), preset.documents.render)
             self.entries("group", family.groups, preset.group_settings(depth).render)
             await asyncio.sleep(0)
 
@@ -387,7 +387,7 @@ class TreeView:
         """How `node` is shown as a candidate of a `kind` level (query-independent, cached)."""
         return self.entries(kind, [node], render)[0]
 
-    def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> list[Entry]:
+    def entries(self, kind: Kind, nodes: Sequence[Node], render: str) -> Sequence[Entry]:
         """`entry` for many nodes at once: one dict lookup per node when cached; for
         `NodeRuns`, `EntryRuns` made of each run's kept `EntryRun` (a page level of 16,000
         pages is then packed and rendered run by run)."""
