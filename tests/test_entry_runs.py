@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,58 @@ def test_a_walk_sends_what_the_plain_level_sends(tmp_path: Path, monkeypatch: py
     assert levels, "the page level came as runs"
     monkeypatch.setattr(_walk, "NodeRuns", lambda runs: [n for run in runs for n in run])
     assert walk() == with_runs
+
+
+def test_a_level_of_distinct_nodes_ranks_as_before_and_makes_its_dict_later(tmp_path: Path) -> None:
+    from decisionrag._navigate._ranking import Ranking
+    from decisionrag._navigate._result import StageTrace
+
+    rng = random.Random(3)
+    nodes = list(grouped_tree(tmp_path / "t.tree").documents())
+    values = [rng.choice([0.1, 0.5, 0.5, 0.9, float(i % 7) / 7]) for i in range(len(nodes))]
+    keys = [n.key for n in nodes]
+    eager = Ranking.of(nodes, values, keys)
+    lazy = Ranking.of(nodes, values, keys, distinct=True)
+    stage = StageTrace("page", 1, len(nodes), keys)
+    lazy.share_with(stage)
+    assert lazy.waiting and stage.scores == {}
+    settings = StageSettings(top_k=7, max_candidates_per_request=None)
+    assert lazy.keep_count(settings) == eager.keep_count(settings)
+    assert [(s.node.key, s.score) for s in lazy.top(9)] == [(s.node.key, s.score) for s in eager.top(9)]
+    assert lazy.waiting  # the best were read by position
+    lazy.scores = {**lazy.scores, keys[0]: 2.0}  # a rescoring pass replaces the dict...
+    assert stage.scores == eager.scores and stage.scores[keys[0]] == values[0]  # ...the stage keeps its own
+    assert lazy.score_at(0) == 2.0 and not lazy.waiting
+
+
+def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> None:
+    tree = grouped_tree(tmp_path / "t.tree")
+    seen: list[int] = []
+
+    class Slow(ScriptedJudge):
+        async def binary(self, request):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(0.01)
+            if re.fullmatch(r"g\d+d\d+p\d+", request.candidates[0].id):  # a passage request
+                seen.append(len(walk_trace[0].stages[1].scores))
+            return await super().binary(request)
+
+    walk_trace: list[object] = []
+    settings = preset(groups=(StageSettings(top_k=4, max_candidates_per_request=None),),
+                      documents=StageSettings(top_k=3, max_candidates_per_request=None))
+    navigator = Navigator(tree, Slow(hashed_score), settings)
+    from decisionrag._navigate import _level
+
+    made = _level.LevelEngine.__init__
+
+    def keep(self: _level.LevelEngine, *args: object, **kwargs: object) -> None:
+        made(self, *args, **kwargs)  # type: ignore[arg-type]
+        walk_trace.append(self.trace)
+
+    _level.LevelEngine.__init__ = keep  # type: ignore[method-assign]
+    try:
+        result = asyncio.run(navigator.aretrieve("a question", k=5))
+    finally:
+        _level.LevelEngine.__init__ = made  # type: ignore[method-assign]
+    page = result.trace.stages[1]
+    assert page.name == "page" and len(page.scores) == page.n_candidates > 0
+    assert seen and seen[0] == page.n_candidates  # made while the passage request was out

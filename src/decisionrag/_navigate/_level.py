@@ -76,6 +76,7 @@ class LevelEngine:
         self._slots: AbstractAsyncContextManager[object] = (
             asyncio.Semaphore(concurrency) if concurrency else nullcontext()
         )
+        self._deferred: list[Callable[[], object]] = []  # see `defer`
 
     def new_stage(self, name: str, candidates: list[str]) -> StageTrace:
         return StageTrace(name, len(self.trace.stages) + 1, len(candidates), candidates)
@@ -118,12 +119,14 @@ class LevelEngine:
         stage.contexts += len(requests)
         start = self.sending(stage)
         pending = self.send_all(requests)
-        if read_ahead is not None:
+        if read_ahead is not None or self._deferred:
             try:
-                # let the requests go out first: the read-ahead's first step would otherwise
-                # run before any of them started (and their answers come back that much later)
+                # let the requests go out first: the work below would otherwise run before
+                # any of them started (and their answers come back that much later)
                 await asyncio.sleep(0)
-                await read_ahead(pending)
+                self.run_deferred()
+                if read_ahead is not None:
+                    await read_ahead(pending)
             except BaseException:
                 pending.cancel()
                 raise
@@ -168,6 +171,15 @@ class LevelEngine:
         kept = self.recurring.get_listed(("packed", overhead, max_candidates, max_tokens,
                                           keep_siblings, id(self.count_tokens)), entries, cut)
         return kept if kept is not None else cut()
+
+    def defer(self, work: Callable[[], object]) -> None:
+        """Leave `work` (bookkeeping no request needs, such as a page level's scores dict)
+        for the next judge wait; `run_deferred` does what is left when the walk ends."""
+        self._deferred.append(work)
+
+    def run_deferred(self) -> None:
+        while self._deferred:
+            self._deferred.pop(0)()
 
     def unjudged(self, stage: StageTrace, error: BaseException, n: int, of: int) -> None:
         """Book a request that failed after its retries: its `n` candidates go unjudged when

@@ -21,7 +21,7 @@ from ._config import POOLED, StageSettings
 from ._level import LevelEngine, ReadAhead
 from ._render import EntryRuns, Kind
 from ._result import Stage, StageTrace
-from ._view import TreeView
+from ._view import NodeRuns, TreeView
 
 _KEY = operator.attrgetter("key")
 
@@ -35,25 +35,75 @@ class Scored:
     score: float
 
 
-@dataclass(slots=True)
 class Ranking:
     """A judged level: its nodes in reading order and their scores (`values` in that order).
     Best first means by descending score, ties in reading order; `order` fixes that order
     when it is not the scores' (after a rescoring pass). Node lists and `Scored` items are
-    made only for the prefix a caller keeps (levels can be 16,000 pages)."""
+    made only for the prefix a caller keeps (levels can be 16,000 pages).
 
-    nodes: list[Node]
-    scores: dict[str, float]
-    values: npt.NDArray[np.float64]
-    order: npt.NDArray[np.int64] | list[int] | None = None
+    A level of distinct nodes (`Ranking.of(..., distinct=True)`: their keys unique) makes
+    its `scores` dict on first use: its best are read by position, and the dict of a page
+    level's 16,000 scores is made while the judge answers the next level (`LevelEngine.defer`)."""
+
+    __slots__ = ("_keys", "_raw", "_scores", "_stage", "nodes", "order", "values")
+
+    def __init__(self, nodes: list[Node], scores: dict[str, float] | None,
+                 values: npt.NDArray[np.float64],
+                 order: npt.NDArray[np.int64] | list[int] | None = None) -> None:
+        self.nodes = nodes
+        self._scores = scores
+        self.values = values
+        self.order = order
+        self._keys: Sequence[str] = ()
+        self._raw: Sequence[float] = ()
+        self._stage: StageTrace | None = None  # given the scores when they are made
 
     @classmethod
-    def of(cls, nodes: list[Node], values: Sequence[float], keys: Sequence[str] | None = None
-           ) -> Ranking:
+    def of(cls, nodes: list[Node], values: Sequence[float], keys: Sequence[str] | None = None,
+           *, distinct: bool = False) -> Ranking:
         """`nodes` judged `values`; `keys`, their keys when already listed (a stage's
-        candidates: a page level's 16,000 keys are not read again)."""
+        candidates: a page level's 16,000 keys are not read again). `distinct`: the nodes
+        are distinct nodes of one tree, so their keys are unique (the dict can wait)."""
+        array = np.asarray(values, dtype=np.float64)
+        if distinct and keys is not None:
+            ranking = cls(nodes, None, array)
+            ranking._keys, ranking._raw = keys, values
+            return ranking
         named = map(_KEY, nodes) if keys is None else keys
-        return cls(nodes, dict(zip(named, values, strict=True)), np.asarray(values, dtype=np.float64))
+        return cls(nodes, dict(zip(named, values, strict=True)), array)
+
+    @property
+    def scores(self) -> dict[str, float]:
+        """Each key's score (made now if it was left for later)."""
+        if self._scores is None:
+            self._scores = dict(zip(self._keys, self._raw, strict=True))
+            self._keys, self._raw = (), ()
+            if self._stage is not None:
+                self._stage.scores, self._stage = self._scores, None
+        return self._scores
+
+    @scores.setter
+    def scores(self, scores: dict[str, float]) -> None:
+        self.scores  # noqa: B018 - a stage waiting for the judged scores gets them first
+        self._scores = scores
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the scores dict is still to be made."""
+        return self._scores is None
+
+    def share_with(self, stage: StageTrace) -> None:
+        """Let `stage` hold the scores as judged (now, or when they are made)."""
+        if self._scores is None:
+            self._stage = stage
+        else:
+            stage.scores = self._scores
+
+    def score_at(self, position: int) -> float:
+        """The score of the node at `position` (its key's)."""
+        if self._scores is None:  # keys unique: the position's own value
+            return self._raw[position]
+        return self._scores[self.nodes[position].key]
 
     def positions(self, n: int | None = None) -> list[int]:
         if self.order is not None:
@@ -65,11 +115,15 @@ class Ranking:
         return list(map(self.nodes.__getitem__, self.positions(n)))
 
     def top(self, n: int | None = None) -> list[Scored]:
-        return [Scored(node, self.scores[node.key], self.scores[node.key]) for node in self.ranked(n)]
+        found = []
+        for position in self.positions(n):
+            score = self.score_at(position)
+            found.append(Scored(self.nodes[position], score, score))
+        return found
 
     def keep_count(self, settings: StageSettings) -> int:
         """How many survive: the level's budget (pruning)."""
-        return settings.keep_count(len(self.nodes), [self.scores[n.key] for n in self.ranked(1)])
+        return settings.keep_count(len(self.nodes), [self.score_at(i) for i in self.positions(1)])
 
 
 def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[int]:
@@ -108,10 +162,13 @@ async def judge_level(
     keys = entries.keys() if isinstance(entries, EntryRuns) else list(map(_KEY, nodes))
     stage = levels.new_stage(name, keys)
     values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
-    ranking = Ranking.of(nodes, values, stage.candidates)
+    ranking = Ranking.of(nodes, values, stage.candidates, distinct=isinstance(nodes, NodeRuns))
     # shared, not copied: what changes a ranking's scores later (`rescore`, recovery in the
     # walk) replaces its dict, so the stage keeps the scores it was judged with
-    stage.scores, stage.nodes = ranking.scores, nodes
+    ranking.share_with(stage)
+    stage.nodes = nodes
+    if ranking.waiting:
+        levels.defer(lambda: ranking.scores)
     if settings.rescore_top and stage.requests > 1:
         stage = await rescore(levels, view, stage, kind, ranking, settings.rescore_top, notepad)
     return ranking, stage

@@ -21,7 +21,7 @@ from ._choice import choose
 from ._config import ONE_REQUEST, Preset
 from ._filters import Filter
 from ._level import LevelEngine
-from ._ranking import Scored, close_stage, judge_level
+from ._ranking import Ranking, Scored, close_stage, judge_level
 from ._recovery import Recovery
 from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
 from ._result import Hit, Location, Result, Stage, Trace
@@ -95,7 +95,7 @@ class Walk:
                                   max_input_tokens=max_input_tokens,
                                   recurring=view.recurring)
         self.trace = self.levels.trace
-        self.page_scores: dict[str, float] = {}
+        self._page_scores: dict[str, float] | Ranking = {}  # see `page_scores`
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
         # the filter step as its own object, not a bound method of the walk: the walk holds
         # the recovery, and a recovery holding the walk would be a cycle that keeps each
@@ -104,6 +104,17 @@ class Walk:
         self.recovery = Recovery(preset.recovery, self.levels, view, self.admission,
                                  preset.documents.render)
         self.passage_contexts = 0  # the shared contexts the passage stage was judged in
+
+    @property
+    def page_scores(self) -> dict[str, float]:
+        """The page stage's scores by key (its ranking's, made on first use)."""
+        if isinstance(self._page_scores, Ranking):
+            self._page_scores = self._page_scores.scores
+        return self._page_scores
+
+    @page_scores.setter
+    def page_scores(self, scores: dict[str, float] | Ranking) -> None:
+        self._page_scores = scores
 
     def _task(self) -> TaskWording:
         if self.preset.task == "auto":
@@ -144,6 +155,7 @@ class Walk:
                               one_context=self.passage_contexts == 1, note=self.trace_note)
         hits = [self.hit(item, choice.get(item.node.key), copies.get(item.node.key, ()))
                 for item in ranked[: self.k]]
+        self.levels.run_deferred()  # the trace complete before it is returned
         if self.early_notes and self.trace.stages:
             self.trace.stages[0].notes[:0] = self.early_notes
         return Result(self.query, hits, self.trace, self.levels.usage, time.perf_counter() - start)
@@ -237,7 +249,7 @@ class Walk:
         ranking, stage = await judge_level(self.levels, self.view, "document", documents, settings,
                                            Stage.PAGE.value, notepad)
         kept = ranking.top(ranking.keep_count(settings))
-        self.page_scores = ranking.scores
+        self.page_scores = ranking  # its scores dict is made when first needed
         close_stage(self.levels, stage, kept, opened=[s.node.key for s in kept])
         self.recovery.remember_pruned(ranking, {s.node.key for s in kept})
         return kept
