@@ -89,6 +89,23 @@ def test_stored_node_ids_are_looked_up_for_any_positions_and_refused_outside(
         stored.close()
 
 
+def test_term_columns_are_kept_and_answer_as_the_search(xquad_tree: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`StoredBM25.column` keeps what the binary search found (absent terms too), up to
+    TERMS_KEPT terms, then starts again; its answers are the search's."""
+    monkeypatch.setattr(_bm25, "TERMS_KEPT", 5)
+    tree_path = _copy_tree(xquad_tree, tmp_path)
+    with Tree.open(tree_path) as tree:
+        write_bm25(tree)
+        stored = StoredBM25.open(tree.file, tree.meta)
+        terms = ["the", "zzzunseen", "water", "citi", "the", "year", "river", "zzzunseen", "water"]
+        found = [stored.column(term) for term in terms]
+        assert found == [stored._search(term) for term in terms]
+        assert found[1] is None and found[2] is not None  # ("the": a stop word, not indexed)
+        assert len(stored._column_of) <= 5
+        stored.close()
+
+
 def _documents(n: int, seed: int = 0) -> list[DocumentSpec]:
     rng = np.random.default_rng(seed)
     docs = []

@@ -58,6 +58,7 @@ HEADER = "index.json"
 CHUNK_PASSAGES = 20_000  # passages tokenized at once while building
 BUCKET_ENTRIES = 4_000_000  # matrix entries assembled at once while building (about 80 MB)
 COLUMN_PIECE = 1 << 18  # entries of a term's column read and added at once (2 MB)
+TERMS_KEPT = 65_536  # query terms whose column is kept once looked up (then all are let go)
 ARRAYS = ("ids", "indptr", "indices", "data", "terms", "offsets", "columns")
 TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "stopwords": "en",
              "stemmer": "english"}
@@ -346,6 +347,7 @@ class StoredBM25:
         if (self._ids.shape != (self.n_docs,) or self._ids.dtype != np.int64
                 or len(self.indptr) != int(header["terms"]) + 1):
             raise BM25IndexError(f"{folder}: BM25 arrays do not match their header; rebuild it")
+        self._column_of: dict[str, int | None] = {}  # `column`'s answers (see TERMS_KEPT)
         self._files = {name: _Column(folder / f"{name}-{token}.npy", dtype)
                        for name, dtype in (("indices", np.int32), ("data", np.float32))}
 
@@ -381,7 +383,18 @@ class StoredBM25:
         return cls(folder, header)
 
     def column(self, term: str) -> int | None:
-        """The column of `term`, by binary search over the sorted terms; None if absent."""
+        """The column of `term`, by binary search over the sorted terms; None if absent.
+        Kept per term: a conversation's turns ask for the same terms query after query, and
+        each search reads a mapped array 17 times or so."""
+        kept = self._column_of
+        if term in kept:
+            return kept[term]
+        if len(kept) >= TERMS_KEPT:
+            kept.clear()
+        found = kept[term] = self._search(term)
+        return found
+
+    def _search(self, term: str) -> int | None:
         wanted = term.encode("utf-8")
         lo, hi = 0, len(self._columns)
         offsets, terms = self._offsets, self._terms
