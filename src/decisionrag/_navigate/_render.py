@@ -29,7 +29,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
@@ -398,35 +398,46 @@ def header_lines(previous: tuple[str, ...], block: tuple[str, ...]) -> list[str]
     return ["#" * (depth + 1) + " " + clean(block[depth]) for depth in range(same, len(block))]
 
 
-def render_list(entries: Sequence[Entry], kind: Kind, task: TaskWording) -> list[str]:
+def render_list(entries: Sequence[Entry], kind: Kind, task: TaskWording) -> str:
+    """The numbered list of `entries` under their header lines, opened and closed by a line
+    naming the kind (``Pages:`` ... ``End of pages.``)."""
     name = label(kind, task)
+    if isinstance(entries, EntryRuns):
+        return _runs_list(entries, name)
     lines = [f"{_PLURALS[name].capitalize()}:"]
     labels = numbered(f"[{name} {{n}}] ", len(entries))
     previous: tuple[str, ...] = ()
     done = 0
-    for block, texts in _lines_by_block(entries):
+    for block, under in itertools.groupby(entries, _BLOCK):  # runs under one header path
         lines.extend(header_lines(previous, block))
         previous = block
-        lines.extend(map(operator.add, labels[done : done + len(texts)], texts))
-        done += len(texts)
-    lines.append(f"End of {_PLURALS[name]}.")
-    return lines
-
-
-def _lines_by_block(entries: Sequence[Entry]) -> Iterator[tuple[tuple[str, ...], list[str]]]:
-    """The entries' rendered lines in runs under one header path (`EntryRuns`: their runs'
-    kept lines, not each entry's)."""
-    if isinstance(entries, EntryRuns):
-        for run, start, end in entries.segments:
-            yield run.block, run.lines[start:end]
-        return
-    done = 0
-    for block, under in itertools.groupby(entries, _BLOCK):
         texts = list(map(_MADE_LINE, under))  # a slot read: a property call each costs 5 ms at NQ size
         if None in texts:
             texts = list(map(_LINE, entries[done: done + len(texts)]))
+        lines.extend(map(operator.add, labels[done : done + len(texts)], texts))
         done += len(texts)
-        yield block, texts
+    lines.append(f"End of {_PLURALS[name]}.")
+    return "\n".join(lines)
+
+
+def _runs_list(entries: EntryRuns, name: str) -> str:
+    """`render_list` of runs: the same text, joined from the labels (each with the line
+    break before it) and the runs' kept lines, so that no line of 16,000 is made and
+    joined again."""
+    labels = numbered(f"\n[{name} {{n}}] ", len(entries))
+    pieces: list[str | None] = [f"{_PLURALS[name].capitalize()}:"]
+    previous: tuple[str, ...] = ()
+    done = 0
+    for run, start, end in entries.segments:
+        pieces.extend("\n" + line for line in header_lines(previous, run.block))
+        previous = run.block
+        both: list[str | None] = [None] * (2 * (end - start))
+        both[0::2] = labels[done : done + end - start]
+        both[1::2] = run.lines[start:end]
+        pieces += both
+        done += end - start
+    pieces.append(f"\nEnd of {_PLURALS[name]}.")
+    return "".join(cast(list[str], pieces))
 
 
 def render_context(
@@ -440,7 +451,7 @@ def render_context(
     """The shared context of one request. `notepad`: keys of pages used earlier in the
     conversation; those among `entries` are named after the list. The compact question form
     ends the context with the question's wording (`compact_instruction`)."""
-    lines = [PREAMBLE, query_text, "", *render_list(entries, kind, task)]
+    lines = [PREAMBLE, query_text, "", render_list(entries, kind, task)]
     if notepad:
         numbers = {entry.key: n for n, entry in enumerate(entries, 1)}
         used = [f"{label(kind, task)} {numbers[key]}" for key in notepad if key in numbers]
