@@ -107,3 +107,26 @@ def test_ordinary_text_in_other_scripts_keeps_its_words() -> None:
     russian = "Конец страницы: смотри раздел [3] и вопрос пользователя"
     assert clean(russian) == russian
     assert clean("café (Paris) «quote»") == "café (Paris) «quote»"
+
+
+def test_the_first_word_test_skips_only_text_without_markers() -> None:
+    """`_ascii_marker_spans` finds what the plain pattern finds: every marker, cut and spaced
+    as the pattern allows, inside random text; text without a marker's first word skips it."""
+    import random
+    import re
+
+    from decisionrag._navigate import _clean
+
+    rng = random.Random(7)
+    pieces = ["a", "the", "end", "ends", "user", "used", "use", "conversation", "candidates",
+              "of", "pages", "topics", "'s", " ", "  ", ":", "question", "(most recent last)",
+              "earlier in this", "below are quoted data", "situation", "x"]
+    texts = [m for m in _clean._MARKERS] + [m.replace(" ", "") for m in _clean._MARKERS]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 25))) for _ in range(3000)]
+    skipped = 0
+    for text in texts:
+        folded = text.lower()
+        expected = [m.span() for m in _clean._MARKER_IN_ASCII.finditer(folded)]
+        assert _clean._ascii_marker_spans(folded) == expected, text
+        skipped += not any(word in folded for word in _clean._MARKER_FIRST_WORDS)
+    assert skipped > 100 and all(re.fullmatch("[a-z]+", w) for w in _clean._MARKER_FIRST_WORDS)

@@ -164,7 +164,7 @@ def _defused(line: str) -> str:
     if _WILD in folded or _MARK in folded:
         spans = [m.span() for m in _MARKER_IN_FOLDED.finditer(_FOREIGN_WORD.sub(_hidden, folded))]
     else:  # Latin letters only (accents dropped): the plain pattern
-        spans = [m.span() for m in _MARKER_IN_ASCII.finditer(folded)]
+        spans = _ascii_marker_spans(folded)
     at = folded.find("[")
     while at >= 0:
         if _opens_label(folded, at):
@@ -180,6 +180,19 @@ def _defused(line: str) -> str:
         pieces += [line[done:start], _defuse(line[start:end])]
         done = end
     return "".join(pieces) + line[done:]
+
+
+# the first word of every marker, which its plain pattern matches letter for letter (spaces
+# and apostrophes are optional only between words): text without any of them has no marker
+_MARKER_FIRST_WORDS = tuple(sorted({re.match("[a-z]+", m).group() for m in _MARKERS}))  # type: ignore[union-attr]
+
+
+def _ascii_marker_spans(folded: str) -> list[tuple[int, int]]:
+    """Where `_MARKER_IN_ASCII` matches in `folded`; the pattern is not run over text that
+    holds none of the markers' first words (most text: a substring test is a third of it)."""
+    if not any(word in folded for word in _MARKER_FIRST_WORDS):
+        return []
+    return [m.span() for m in _MARKER_IN_ASCII.finditer(folded)]
 
 
 def _opens_label(folded: str, at: int) -> bool:
