@@ -185,3 +185,38 @@ def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> 
     page = result.trace.stages[1]
     assert page.name == "page" and len(page.scores) == page.n_candidates > 0
     assert seen and seen[0] == page.n_candidates  # made while the passage request was out
+
+
+def test_work_left_for_the_passage_wait_changes_no_hit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Propagation's weakest page and the duplicate hashes, taken during the passage stage's
+    wait, give the walk it gives without them."""
+    import dataclasses
+
+    tree = grouped_tree(tmp_path / "t.tree")
+    settings = preset(groups=(StageSettings(top_k=4, max_candidates_per_request=3),),
+                      documents=StageSettings(top_k=3, max_candidates_per_request=5, propagate=True))
+    settings = dataclasses.replace(settings, collapse_duplicates=True, hybrid_k=4)
+
+    class Fixed:  # passages of every group, most of whose pages the walk does not judge
+        def retrieve(self, query_text: str, k: int) -> list[tuple[str, float]]:
+            return [(f"g{g}d{g % 4}p1", 1.0) for g in range(6)][:k]
+    noted: list[bool] = []
+    note = _walk.Walk._note_weakest_page
+
+    def noting(self: _walk.Walk) -> None:
+        note(self)
+        noted.append(self._weakest_page is not None)
+
+    def walk() -> list[tuple[str, float]]:
+        navigator = Navigator(tree, ScriptedJudge(hashed_score), settings, retriever=Fixed())
+        hits = []
+        for question in ("first question", "second question"):
+            hits += [(hit.key, hit.score) for hit in asyncio.run(navigator.aretrieve(question, k=40)).hits]
+        return hits
+
+    monkeypatch.setattr(_walk.Walk, "_note_weakest_page", noting)
+    with_notes = walk()
+    assert noted and all(noted)
+    monkeypatch.setattr(_walk.Walk, "prepare_finish", lambda self, passages: None)
+    assert walk() == with_notes

@@ -104,6 +104,7 @@ class Walk:
         self.recovery = Recovery(preset.recovery, self.levels, view, self.admission,
                                  preset.documents.render)
         self.passage_contexts = 0  # the shared contexts the passage stage was judged in
+        self._weakest_page: tuple[dict[str, float], float] | None = None  # see `propagate`
 
     @property
     def page_scores(self) -> dict[str, float]:
@@ -370,6 +371,7 @@ class Walk:
     async def judge_passages(self, passages: list[Node]) -> list[Scored]:
         settings = self.preset.passages
         passages = self.within_budget(passages)
+        self.prepare_finish(passages)
         ranking, stage = await judge_level(self.levels, self.view, "passage", passages, settings,
                                            Stage.PASSAGE.value)
         self.passage_contexts = stage.contexts
@@ -378,6 +380,18 @@ class Walk:
             ranked = self.propagate(ranked)
         close_stage(self.levels, stage, ranked[: max(self.k, self.preset.choice.top)], opened=[])
         return ranked
+
+    def prepare_finish(self, passages: list[Node]) -> None:
+        """Leave for the passage stage's wait what its answers will need: the weakest page
+        score (propagation) and the passages' text hashes (duplicates)."""
+        if self.preset.documents.propagate:
+            self.levels.defer(self._note_weakest_page)
+        if self.preset.collapse_duplicates:
+            self.levels.defer(functools.partial(self.view.plain_hashes, passages))
+
+    def _note_weakest_page(self) -> None:
+        scores = self.page_scores
+        self._weakest_page = (scores, min(scores.values())) if scores else None
 
     def within_budget(self, passages: list[Node]) -> list[Node]:
         """The passages the query's `max_input_tokens` leaves room for (with a share kept for
@@ -407,7 +421,9 @@ class Walk:
     def propagate(self, ranked: list[Scored]) -> list[Scored]:
         """Multiply each passage's P(yes) by its page's (pages not judged count as the
         weakest kept page)."""
-        neutral = min(self.page_scores.values())
+        weakest = self._weakest_page  # noted during the passage stage's wait, if it still holds
+        neutral = (weakest[1] if weakest is not None and weakest[0] is self.page_scores
+                   else min(self.page_scores.values()))
         order = {id(s): i for i, s in enumerate(ranked)}
         for item in ranked:
             page = self.view.page_of(item.node)
