@@ -162,7 +162,8 @@ def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> 
         async def binary(self, request):  # type: ignore[no-untyped-def]
             await asyncio.sleep(0.01)
             if re.fullmatch(r"g\d+d\d+p\d+", request.candidates[0].id):  # a passage request
-                seen.append(len(walk_trace[0].stages[1].scores))
+                page_stage = walk_trace[0].stages[1]
+                seen.append(len(page_stage.scores) + len(page_stage.candidates))
             return await super().binary(request)
 
     walk_trace: list[object] = []
@@ -184,7 +185,8 @@ def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> 
         _level.LevelEngine.__init__ = made  # type: ignore[method-assign]
     page = result.trace.stages[1]
     assert page.name == "page" and len(page.scores) == page.n_candidates > 0
-    assert seen and seen[0] == page.n_candidates  # made while the passage request was out
+    assert seen and seen[0] == 2 * page.n_candidates  # made while the passage request was out
+    assert page.candidates == [node.key for node in page.nodes] == list(page.scores)
 
 
 def test_work_left_for_the_passage_wait_changes_no_hit(

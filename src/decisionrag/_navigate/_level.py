@@ -78,8 +78,10 @@ class LevelEngine:
         )
         self._deferred: list[Callable[[], object]] = []  # see `defer`
 
-    def new_stage(self, name: str, candidates: list[str]) -> StageTrace:
-        return StageTrace(name, len(self.trace.stages) + 1, len(candidates), candidates)
+    def new_stage(self, name: str, candidates: list[str], n: int | None = None) -> StageTrace:
+        """The next stage, judging `candidates` (or `n` of them, listed later)."""
+        return StageTrace(name, len(self.trace.stages) + 1,
+                          len(candidates) if n is None else n, candidates)
 
     async def judge_entries(
         self,

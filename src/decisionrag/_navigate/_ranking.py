@@ -10,7 +10,7 @@ different contexts are compared in one.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,32 +54,40 @@ class Ranking:
         self._scores = scores
         self.values = values
         self.order = order
-        self._keys: Sequence[str] = ()
+        self._keys: Sequence[str] | Callable[[], list[str]] = ()
         self._raw: Sequence[float] = ()
         self._stage: StageTrace | None = None  # given the scores when they are made
 
     @classmethod
-    def of(cls, nodes: list[Node], values: Sequence[float], keys: Sequence[str] | None = None,
+    def of(cls, nodes: list[Node], values: Sequence[float],
+           keys: Sequence[str] | Callable[[], list[str]] | None = None,
            *, distinct: bool = False) -> Ranking:
         """`nodes` judged `values`; `keys`, their keys when already listed (a stage's
-        candidates: a page level's 16,000 keys are not read again). `distinct`: the nodes
-        are distinct nodes of one tree, so their keys are unique (the dict can wait)."""
+        candidates: a page level's 16,000 keys are not read again), or what lists them.
+        `distinct`: the nodes are distinct nodes of one tree, so their keys are unique (the
+        dict can wait; listed keys then go to the stage with it, see `share_with`)."""
         array = np.asarray(values, dtype=np.float64)
         if distinct and keys is not None:
             ranking = cls(nodes, None, array)
             ranking._keys, ranking._raw = keys, values
             return ranking
-        named = map(_KEY, nodes) if keys is None else keys
+        named = map(_KEY, nodes) if keys is None else keys() if callable(keys) else keys
         return cls(nodes, dict(zip(named, values, strict=True)), array)
 
     @property
     def scores(self) -> dict[str, float]:
         """Each key's score (made now if it was left for later)."""
         if self._scores is None:
-            self._scores = dict(zip(self._keys, self._raw, strict=True))
+            listed = self._keys() if callable(self._keys) else None  # the stage's too
+            keys = self._keys if listed is None else listed
+            assert not callable(keys)
+            self._scores = dict(zip(keys, self._raw, strict=True))
             self._keys, self._raw = (), ()
-            if self._stage is not None:
-                self._stage.scores, self._stage = self._scores, None
+            stage, self._stage = self._stage, None
+            if stage is not None:
+                stage.scores = self._scores
+                if listed is not None:
+                    stage.candidates = listed
         return self._scores
 
     @scores.setter
@@ -159,10 +167,14 @@ async def judge_level(
         levels.trace.stages.append(stage)
         return Ranking([], {}, np.zeros(0)), stage
     entries = view.entries(kind, nodes, settings.render)
-    keys = entries.keys() if isinstance(entries, EntryRuns) else list(map(_KEY, nodes))
-    stage = levels.new_stage(name, keys)
-    values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
-    ranking = Ranking.of(nodes, values, stage.candidates, distinct=isinstance(nodes, NodeRuns))
+    if isinstance(entries, EntryRuns):  # its keys listed with its scores, after its requests
+        stage = levels.new_stage(name, [], len(entries))
+        values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
+        ranking = Ranking.of(nodes, values, entries.keys, distinct=True)
+    else:
+        stage = levels.new_stage(name, list(map(_KEY, nodes)))
+        values = await levels.judge_entries(stage, kind, entries, settings, notepad, read_ahead)
+        ranking = Ranking.of(nodes, values, stage.candidates, distinct=isinstance(nodes, NodeRuns))
     # shared, not copied: what changes a ranking's scores later (`rescore`, recovery in the
     # walk) replaces its dict, so the stage keeps the scores it was judged with
     ranking.share_with(stage)
@@ -178,7 +190,8 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
                   ranking: Ranking, n: int, notepad: Sequence[str]) -> StageTrace:
     """Rescore the pooled top `n` of a split level together, with their full descriptions,
     in reading order; the rescored ones then rank first, by their new scores."""
-    keys = first.candidates  # the keys of `ranking.nodes`, listed when `first` was made
+    ranking.scores  # noqa: B018 - made now if they waited (and `first.candidates` with them)
+    keys = first.candidates  # the keys of `ranking.nodes`
     top = ranking.positions(n)
     best = [ranking.nodes[i] for i in top]
     first.kept = [(node.key, ranking.scores[node.key]) for node in best]
