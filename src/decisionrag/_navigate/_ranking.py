@@ -199,7 +199,7 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
     levels.trace.stages.append(first)
     reading = [ranking.nodes[i] for i in sorted(top)]
     stage = levels.new_stage(Stage.rescore(first.name), list(map(_KEY, reading)))
-    entries = [view.entry(kind, node, "description") for node in reading]
+    entries = view.entries(kind, reading, "description")
     values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
     fresh = dict(zip(map(_KEY, reading), values, strict=True))
     unique = len(ranking.scores) == len(keys)  # (keys that repeat: their last score counts)
