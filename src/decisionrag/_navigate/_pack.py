@@ -13,7 +13,7 @@ import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
-from ._render import QUESTION_TOKENS, Entry, EntryRuns, header_lines
+from ._render import LINE_TOKENS, Entry, EntryRuns, header_lines
 
 _TOKENS = operator.attrgetter("tokens")
 _BLOCK = operator.attrgetter("block")
@@ -38,12 +38,13 @@ def pack(
     many requests of about equal size (79 candidates at a cap of 50 become 40 + 39, not
     50 + 29), so that no request is the slow one.
     """
-    # without a token cap only counts cut a level: its token costs would be read by nothing
-    runs = entries if isinstance(entries, EntryRuns) and _counted(entries) else None
-    if max_tokens is None:
+    runs = entries if isinstance(entries, EntryRuns) else None  # read run by run
+    if max_tokens is None:  # only counts cut a level: its token costs would be read by nothing
         costs = _Costs.uncounted(entries)
+    elif runs is not None and _counted(runs):
+        costs = _Costs.of_runs(runs, cost)
     else:
-        costs = _Costs(entries, cost) if runs is None else _Costs.of_runs(runs, cost)
+        costs = _Costs(entries, cost)
     blocks = _blocks(entries, keep_siblings) if runs is None else _run_blocks(runs, keep_siblings)
     greedy = costs.cut(blocks, overhead, max_candidates, max_tokens)
     n = len(greedy) - 1
@@ -84,7 +85,7 @@ class _Costs:
         tokens = list(map(_TOKENS, entries))
         if any(map(operator.is_, tokens, itertools.repeat(None))):
             tokens = [cost(e.text) if t is None else t for e, t in zip(entries, tokens, strict=True)]
-        self.line = list(map(operator.add, tokens, itertools.repeat(4 + QUESTION_TOKENS)))
+        self.line = list(map(operator.add, tokens, itertools.repeat(LINE_TOKENS)))
         self.blocks = list(map(_BLOCK, entries))
         self.headers: dict[tuple[str, ...], int] = {}
         self.follow = [0] * len(self.line)

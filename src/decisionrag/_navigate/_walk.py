@@ -23,7 +23,7 @@ from ._filters import Filter
 from ._level import LevelEngine
 from ._ranking import Ranking, Scored, close_stage, judge_level
 from ._recovery import Recovery
-from ._render import QUESTION_TOKENS, TaskWording, fit_query, query_budget
+from ._render import LINE_TOKENS, TaskWording, fit_query, query_budget
 from ._result import Hit, Location, Result, Stage, Trace
 from ._retriever import Retriever
 from ._view import NodeRuns, TreeView, plain_text
@@ -403,7 +403,7 @@ class Walk:
         entries = self.view.entries("passage", passages, self.preset.passages.render)
         overhead = self.judge.count_tokens(self.query_text) + 60
         room = int(left * (1 - CHOICE_RESERVE)) - overhead
-        cost = [(e.tokens or 0) + 4 + QUESTION_TOKENS for e in entries]
+        cost = [(e.tokens or 0) + LINE_TOKENS for e in entries]
         if sum(cost) <= room:
             return passages
         rank = {key: -score for key, score in self.page_scores.items()}
