@@ -288,3 +288,25 @@ def test_rescored_first_moves_the_rescored_to_the_front_keeping_both_orders() ->
         members = set(rescored)
         want = [i for i in order if i in members] + [i for i in order if i not in members]
         assert rescored_first(values, np.asarray(rescored, dtype=np.int64)).tolist() == want
+
+
+def test_rescored_order_reads_any_prefix_as_the_full_order() -> None:
+    """The oracle: `rescored_first`'s full order, of which `RescoredOrder` sorts only the
+    prefix asked for (ties, NaN, nothing or everything rescored)."""
+    import random
+
+    import numpy as np
+
+    from decisionrag._navigate._ranking import RescoredOrder, rescored_first
+
+    rng = random.Random(5)
+    for _ in range(200):
+        n = rng.randint(1, 200)
+        values = np.array([rng.choice([0.1, 0.5, 0.9, rng.random()]) for _ in range(n)])
+        if rng.random() < 0.2:
+            values[rng.randrange(n)] = float("nan")
+        rescored = np.asarray(sorted(rng.sample(range(n), rng.randint(0, min(n, 12)))), dtype=np.int64)
+        full = rescored_first(values, rescored).tolist()
+        for m in (0, 1, len(rescored), len(rescored) + 1, len(rescored) + 7, n - 1, n, n + 3, None):
+            order = RescoredOrder(values, rescored)  # fresh: a prefix is not read from a longer one
+            assert order.prefix(m) == (full if m is None else full[:max(m, 0)])

@@ -53,7 +53,7 @@ class Ranking:
         self.nodes = nodes
         self._scores = scores
         self.values = values
-        self.order = order
+        self.order: npt.NDArray[np.int64] | list[int] | RescoredOrder | None = order
         self._keys: Sequence[str] | Callable[[], list[str]] = ()
         self._raw: Sequence[float] = ()
         self._stage: StageTrace | None = None  # given the scores when they are made
@@ -114,6 +114,8 @@ class Ranking:
         return self._scores[self.nodes[position].key]
 
     def positions(self, n: int | None = None) -> list[int]:
+        if isinstance(self.order, RescoredOrder):
+            return self.order.prefix(n)
         if self.order is not None:
             order = self.order if n is None else self.order[:n]
             return order if isinstance(order, list) else order.tolist()
@@ -189,12 +191,15 @@ async def judge_level(
 async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: Kind,
                   ranking: Ranking, n: int, notepad: Sequence[str]) -> StageTrace:
     """Rescore the pooled top `n` of a split level together, with their full descriptions,
-    in reading order; the rescored ones then rank first, by their new scores."""
-    ranking.scores  # noqa: B018 - made now if they waited (and `first.candidates` with them)
-    keys = first.candidates  # the keys of `ranking.nodes`
+    in reading order; the rescored ones then rank first, by their new scores. A level whose
+    scores dict waits (distinct keys) has it made while the judge answers (`defer`): only
+    the merge with the fresh scores needs it."""
+    unique = ranking.waiting  # distinct keys (else: keys that repeat, their last score counts)
+    if not unique:
+        unique = len(ranking.scores) == len(first.candidates)
     top = ranking.positions(n)
     best = [ranking.nodes[i] for i in top]
-    first.kept = [(node.key, ranking.scores[node.key]) for node in best]
+    first.kept = [(node.key, ranking.score_at(i)) for i, node in zip(top, best, strict=True)]
     first.titles = {node.key: display(node) for node in best}
     levels.trace.stages.append(first)
     reading = [ranking.nodes[i] for i in sorted(top)]
@@ -202,15 +207,15 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
     entries = view.entries(kind, reading, "description")
     values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
     fresh = dict(zip(map(_KEY, reading), values, strict=True))
-    unique = len(ranking.scores) == len(keys)  # (keys that repeat: their last score counts)
     ranking.scores = {**ranking.scores, **fresh}  # a new dict: `first` keeps its own
     stage.scores, stage.nodes = fresh, reading
     if unique:
         rescored = np.asarray(sorted(top), dtype=np.int64)  # `reading`'s positions
         ranking.values = ranking.values.copy()
         ranking.values[rescored] = values
-        ranking.order = rescored_first(ranking.values, rescored)
+        ranking.order = RescoredOrder(ranking.values, rescored)
         return stage
+    keys = first.candidates  # the keys of `ranking.nodes`
     ranking.values = np.fromiter(map(ranking.scores.__getitem__, keys), np.float64, len(keys))
     order = ranking.positions()
     ranking.order = [i for i in order if keys[i] in fresh] + [i for i in order if keys[i] not in fresh]
@@ -221,13 +226,45 @@ def rescored_first(values: npt.NDArray[np.float64], rescored: npt.NDArray[np.int
                    ) -> npt.NDArray[np.int64]:
     """The positions of `values`, best first (ties in reading order), with the `rescored`
     positions (ascending) moved to the front, each part in that order: `best_first` of
-    each part, and nothing listed in Python (a page level is 4,000 positions, of which the
-    walk reads the first 30)."""
+    each part, and nothing listed in Python."""
     rest = np.ones(len(values), dtype=bool)
     rest[rescored] = False
     others = np.flatnonzero(rest)
     return np.concatenate([rescored[np.argsort(-values[rescored], kind="stable")],
                            others[np.argsort(-values[others], kind="stable")]])
+
+
+class RescoredOrder:
+    """`rescored_first`'s order, made as far as it is read: the walk reads the first 30 of a
+    page level's 16,000 positions, and sorting the rest in full took a millisecond."""
+
+    __slots__ = ("_full", "_values", "first", "rescored")
+
+    def __init__(self, values: npt.NDArray[np.float64], rescored: npt.NDArray[np.int64]) -> None:
+        self._values = values
+        self.rescored = rescored
+        self.first = rescored[np.argsort(-values[rescored], kind="stable")]
+        self._full: npt.NDArray[np.int64] | None = None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def prefix(self, n: int | None = None) -> list[int]:
+        """The first `n` positions (all when None)."""
+        wanted = len(self._values) if n is None else max(n, 0)
+        if wanted <= len(self.first):
+            return self.first[:wanted].tolist()
+        if self._full is None and wanted < len(self._values):
+            rest = np.ones(len(self._values), dtype=bool)
+            rest[self.rescored] = False
+            others = np.flatnonzero(rest)
+            values = self._values[others]
+            if not np.isnan(values).any():  # (best_first's cut compares; NaN sorts last)
+                best = others[best_first(values, wanted - len(self.first))]
+                return [*self.first.tolist(), *best.tolist()]
+        if self._full is None:
+            self._full = rescored_first(self._values, self.rescored)
+        return self._full[:wanted].tolist()
 
 
 def display(node: Node) -> str:
