@@ -77,6 +77,31 @@ def test_runs_pack_and_render_as_the_entries_one_by_one(
                     == render_context("Q?", plain, kind, "qa", notepad=[plain[-1].key]))
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_runs_cut_from_within_pack_as_their_entries(seed: int) -> None:
+    """Segments that begin or end inside a run (and empty ones) are measured per run as the
+    entries they hold are one by one: the same cuts under both caps."""
+    runs, _ = level(seed)
+    rng = random.Random(seed)
+    segments = []
+    for run in (EntryRun.of(r) for r in runs):
+        assert run is not None
+        start = rng.randint(0, len(run.entries))
+        end = rng.randint(start, len(run.entries))
+        segments.append((run, start, end))
+    flat = [e for run, start, end in segments for e in run.entries[start:end]]
+    if not flat:
+        return
+    as_runs = EntryRuns(segments)
+    assert list(as_runs) == flat
+    for caps in [(None, 300), (4, 120), (9, None), (None, 60)]:
+        for keep_siblings in (True, False):
+            kwargs = dict(overhead=25, max_candidates=caps[0], max_tokens=caps[1],
+                          keep_siblings=keep_siblings)
+            expected = pack(flat, estimate_tokens, **kwargs)  # type: ignore[arg-type]
+            assert [list(c) for c in pack(as_runs, estimate_tokens, **kwargs)] == expected  # type: ignore[arg-type]
+
+
 def test_a_run_is_one_header_path_and_one_sibling() -> None:
     rng = random.Random(0)
     one = family(rng, 1, "Cats", 4)

@@ -142,7 +142,8 @@ class EntryRun:
     (`EntryRuns`) is packed and rendered from these, not entry by entry. Built once per
     run and kept by the view; nothing in it depends on a query."""
 
-    __slots__ = ("_lines", "block", "candidates", "costs", "entries", "keys", "sibling", "truncated")
+    __slots__ = ("_cost_steps", "_lines", "block", "candidates", "costs", "entries", "keys", "sibling",
+                 "truncated")
 
     def __init__(self, entries: Sequence[Entry]) -> None:
         first = entries[0]
@@ -156,6 +157,15 @@ class EntryRun:
             None if None in tokens else [t + LINE_TOKENS for t in tokens])  # type: ignore[operator]
         self.truncated = [i for i, entry in enumerate(entries) if entry.truncated_from is not None]
         self._lines: list[str] | None = None
+        self._cost_steps: list[int] | None = None
+
+    @property
+    def cost_steps(self) -> list[int]:
+        """The prefix sums of `costs` (0 first): what packing reads of a run, made once."""
+        if self._cost_steps is None:
+            assert self.costs is not None
+            self._cost_steps = [0, *itertools.accumulate(self.costs)]
+        return self._cost_steps
 
     @classmethod
     def of(cls, entries: Sequence[Entry]) -> EntryRun | None:
@@ -184,14 +194,14 @@ class EntryRuns(Sequence[Entry]):
     16,000 entries costs its making, and each young-generation garbage collection while it
     lives reads its 16,000 members again)."""
 
-    __slots__ = ("_starts", "segments")
+    __slots__ = ("segments", "starts")
 
     def __init__(self, segments: Sequence[Segment] = ()) -> None:
         self.segments = list(segments)
-        self._starts = [0, *itertools.accumulate(end - start for _, start, end in self.segments)]
+        self.starts = [0, *itertools.accumulate(end - start for _, start, end in self.segments)]
 
     def __len__(self) -> int:
-        return self._starts[-1]
+        return self.starts[-1]
 
     def __iter__(self) -> Iterator[Entry]:
         return itertools.chain.from_iterable(  # the runs' lists iterated in C, not yielded
@@ -211,9 +221,9 @@ class EntryRuns(Sequence[Entry]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("EntryRuns index out of range")
-        k = bisect.bisect_right(self._starts, index) - 1
+        k = bisect.bisect_right(self.starts, index) - 1
         run, start, _ = self.segments[k]
-        return run.entries[start + index - self._starts[k]]
+        return run.entries[start + index - self.starts[k]]
 
     @classmethod
     def of(cls, runs: Sequence[EntryRun]) -> EntryRuns:
