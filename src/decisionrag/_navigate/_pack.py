@@ -12,7 +12,7 @@ import operator
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import overload
+from typing import Protocol
 
 from ._render import LINE_TOKENS, Entry, EntryRuns, header_lines
 
@@ -82,9 +82,9 @@ class _Costs:
     `steps[i]`, the prefix sum of line + follow over the entries before i (so that a run of
     entries is measured, and a request filled, without a loop over its entries)."""
 
-    line: Sequence[int]
-    follow: Sequence[int]
-    steps: Sequence[int]
+    line: _Indexed
+    follow: _Indexed
+    steps: _Indexed
     blocks: list[tuple[str, ...]]
 
     def __init__(self, entries: Sequence[Entry], cost: Callable[[str], int]) -> None:
@@ -253,7 +253,7 @@ class _RunCosts(_Costs):
         return self.at[-1]
 
 
-class _PerEntry(Sequence[int]):
+class _PerEntry:
     """A read-only per-entry list of `_RunCosts`, each item computed when read (what
     `bisect` and `cut` index into)."""
 
@@ -265,20 +265,18 @@ class _PerEntry(Sequence[int]):
     def __len__(self) -> int:
         return self._len
 
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
+    def __getitem__(self, index: int) -> int:
         if not 0 <= index < self._len:
             raise IndexError("index out of range")
         return self._item(self._costs, index)
+
+
+class _Indexed(Protocol):
+    """What `_Costs` reads of its per-entry lists: a list, or a `_PerEntry`."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> int: ...
 
 
 _HeaderChange = tuple[tuple[str, ...], tuple[str, ...]]  # (previous header path, next)
