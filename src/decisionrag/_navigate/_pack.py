@@ -185,8 +185,6 @@ class _Costs:
         return count, used
 
 
-# `_header_tokens`, kept per cost function while it lives (a view's counter lives with its
-# navigator; a bound method, made anew at each reading, keeps nothing)
 class _RunCosts(_Costs):
     """`_Costs` of a level given as runs, read per run instead of per entry: `line`,
     `follow` and `steps` are views that find an entry's segment and read its run's own
@@ -279,6 +277,8 @@ class _Indexed(Protocol):
     def __getitem__(self, index: int, /) -> int: ...
 
 
+# `_header_tokens`, kept per cost function while it lives (a view's counter lives with its
+# navigator; a bound method, made anew at each reading, keeps nothing)
 _HeaderChange = tuple[tuple[str, ...], tuple[str, ...]]  # (previous header path, next)
 _HEADER_TOKENS: weakref.WeakKeyDictionary[Callable[[str], int], dict[_HeaderChange, int]] = (
     weakref.WeakKeyDictionary())

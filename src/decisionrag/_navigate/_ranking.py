@@ -235,8 +235,8 @@ def rescored_first(values: npt.NDArray[np.float64], rescored: npt.NDArray[np.int
 
 
 class RescoredOrder:
-    """`rescored_first`'s order, made as far as it is read: the walk reads the first 30 of a
-    page level's 16,000 positions, and sorting the rest in full took a millisecond."""
+    """`rescored_first`'s order, made as far as it is read: the walk reads the first 30 or so
+    of a page level's thousands of positions (keeping, recovery), and sorts no more."""
 
     __slots__ = ("_full", "_values", "first", "rescored")
 
@@ -245,9 +245,6 @@ class RescoredOrder:
         self.rescored = rescored
         self.first = rescored[np.argsort(-values[rescored], kind="stable")]
         self._full: npt.NDArray[np.int64] | None = None
-
-    def __len__(self) -> int:
-        return len(self._values)
 
     def prefix(self, n: int | None = None) -> list[int]:
         """The first `n` positions (all when None)."""
