@@ -268,6 +268,12 @@ def test_best_first_partial_equals_the_stable_full_sort() -> None:
         assert best_first(array) == expected
         for n in (0, 1, 3, 10, 100):
             assert best_first(array, n) == expected[:n]
+    for _ in range(200):  # NaN sorts last, as numpy's stable sort puts it
+        array = np.asarray([rng.choice([0.1, 0.5, float("nan"), rng.random()])
+                            for _ in range(rng.randint(1, 40))])
+        full = np.argsort(-array, kind="stable").tolist()
+        for n in range(len(array) + 2):
+            assert best_first(array, n) == full[:n]
 
 
 def test_rescored_first_moves_the_rescored_to_the_front_keeping_both_orders() -> None:

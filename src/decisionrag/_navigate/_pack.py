@@ -193,14 +193,13 @@ class _RunCosts(_Costs):
     and bisects within the blocks it splits, reads the same integers `_Costs` lists."""
 
     def __init__(self, entries: EntryRuns, cost: Callable[[str], int]) -> None:
-        self.segments = entries.segments
-        self.starts = entries.starts  # each segment's first entry in the level, then the length
+        self.runs = entries
         self.headers: dict[tuple[str, ...], int] = {}
         self.follows: list[int] = []  # header tokens before each segment's first entry
         self.at: list[int] = [0]  # `steps` at each segment's first entry, then the total
         previous: tuple[str, ...] = ()
-        for run, start, end in self.segments:
-            if start == end:  # no entry: nothing printed (bisect never lands on it)
+        for run, start, end in entries.segments:
+            if start == end:  # no entry: nothing printed (`locate` never lands on it)
                 self.follows.append(0)
                 self.at.append(self.at[-1])
                 continue
@@ -212,34 +211,33 @@ class _RunCosts(_Costs):
             self.at.append(self.at[-1] + follow + steps[end] - steps[start])
             previous = run.block
         # the segment that begins at each start (a block's bounds are segments' starts)
-        self.beginning = {at: k for k, at in enumerate(self.starts)}
+        self.beginning = {at: k for k, at in enumerate(entries.starts)}
         self.line = _PerEntry(self, _RunCosts._line_at)
         self.follow = _PerEntry(self, _RunCosts._follow_at)
         self.steps = _PerEntry(self, _RunCosts._step_at, extra=1)
 
-    def _segment(self, i: int) -> int:
-        return bisect_right(self.starts, i) - 1
-
     def _line_at(self, i: int) -> int:
-        k = self._segment(i)
-        run, start, _ = self.segments[k]
-        return run.costs[start + i - self.starts[k]]  # type: ignore[index]  # `_counted`
+        k, at = self.runs.locate(i)
+        return self.runs.segments[k][0].costs[at]  # type: ignore[index]  # `_counted`
 
     def _follow_at(self, i: int) -> int:
-        k = self._segment(i)
-        return self.follows[k] if i == self.starts[k] else 0
+        k, at = self.runs.locate(i)
+        return self.follows[k] if at == self.runs.segments[k][1] else 0
 
     def _step_at(self, i: int) -> int:
-        k = self._segment(i)
-        if k >= len(self.segments) or i == self.starts[k]:
+        if i == len(self.runs):
+            return self.at[-1]
+        k, at = self.runs.locate(i)
+        run, start, _ = self.runs.segments[k]
+        if at == start:
             return self.at[k]
-        run, start, _ = self.segments[k]
-        steps = run.cost_steps
-        return self.at[k] + self.follows[k] + steps[start + i - self.starts[k]] - steps[start]
+        return self.at[k] + self.follows[k] + run.cost_steps[at] - run.cost_steps[start]
 
     def opening(self, i: int) -> int:
         k = self.beginning.get(i)
-        return self.headers[self.segments[self._segment(i) if k is None else k][0].block]
+        if k is None:
+            k, _ = self.runs.locate(i)
+        return self.headers[self.runs.segments[k][0].block]
 
     def measure(self, first: int, end: int) -> tuple[int, int]:
         k, k_end = self.beginning.get(first), self.beginning.get(end)
@@ -258,7 +256,7 @@ class _PerEntry:
     __slots__ = ("_costs", "_item", "_len")
 
     def __init__(self, costs: _RunCosts, item: Callable[[_RunCosts, int], int], extra: int = 0) -> None:
-        self._costs, self._item, self._len = costs, item, costs.starts[-1] + extra
+        self._costs, self._item, self._len = costs, item, len(costs.runs) + extra
 
     def __len__(self) -> int:
         return self._len

@@ -145,9 +145,12 @@ def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[in
         if n <= 0:
             return []
         cut = np.partition(negated, n - 1)[n - 1]
-        chosen = np.flatnonzero(negated <= cut)  # the n best and all tied with the n-th
-        best: list[int] = chosen[np.argsort(negated[chosen], kind="stable")][:n].tolist()
-        return best
+        if cut == cut:  # (a NaN n-th, which sorts last, compares with nothing: sorted in full)
+            chosen = np.flatnonzero(negated <= cut)  # the n best and all tied with the n-th
+            best: list[int] = chosen[np.argsort(negated[chosen], kind="stable")][:n].tolist()
+            return best
+        first: list[int] = np.argsort(negated, kind="stable")[:n].tolist()
+        return first
     order: list[int] = np.argsort(negated, kind="stable").tolist()
     return order
 
@@ -227,41 +230,37 @@ def rescored_first(values: npt.NDArray[np.float64], rescored: npt.NDArray[np.int
     """The positions of `values`, best first (ties in reading order), with the `rescored`
     positions (ascending) moved to the front, each part in that order: `best_first` of
     each part, and nothing listed in Python."""
-    rest = np.ones(len(values), dtype=bool)
-    rest[rescored] = False
-    others = np.flatnonzero(rest)
+    others = _not_rescored(len(values), rescored)
     return np.concatenate([rescored[np.argsort(-values[rescored], kind="stable")],
                            others[np.argsort(-values[others], kind="stable")]])
+
+
+def _not_rescored(n: int, rescored: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The positions below `n` that are not in `rescored`, ascending."""
+    rest = np.ones(n, dtype=bool)
+    rest[rescored] = False
+    return np.flatnonzero(rest)
 
 
 class RescoredOrder:
     """`rescored_first`'s order, made as far as it is read: the walk reads the first 30 or so
     of a page level's thousands of positions (keeping, recovery), and sorts no more."""
 
-    __slots__ = ("_full", "_values", "first", "rescored")
+    __slots__ = ("_values", "first", "rescored")
 
     def __init__(self, values: npt.NDArray[np.float64], rescored: npt.NDArray[np.int64]) -> None:
         self._values = values
         self.rescored = rescored
         self.first = rescored[np.argsort(-values[rescored], kind="stable")]
-        self._full: npt.NDArray[np.int64] | None = None
 
     def prefix(self, n: int | None = None) -> list[int]:
         """The first `n` positions (all when None)."""
         wanted = len(self._values) if n is None else max(n, 0)
         if wanted <= len(self.first):
             return self.first[:wanted].tolist()
-        if self._full is None and wanted < len(self._values):
-            rest = np.ones(len(self._values), dtype=bool)
-            rest[self.rescored] = False
-            others = np.flatnonzero(rest)
-            values = self._values[others]
-            if not np.isnan(values).any():  # (best_first's cut compares; NaN sorts last)
-                best = others[best_first(values, wanted - len(self.first))]
-                return [*self.first.tolist(), *best.tolist()]
-        if self._full is None:
-            self._full = rescored_first(self._values, self.rescored)
-        return self._full[:wanted].tolist()
+        others = _not_rescored(len(self._values), self.rescored)
+        best = others[best_first(self._values[others], wanted - len(self.first))]
+        return [*self.first.tolist(), *best.tolist()]
 
 
 def display(node: Node) -> str:

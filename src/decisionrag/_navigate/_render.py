@@ -221,9 +221,14 @@ class EntryRuns(Sequence[Entry]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("EntryRuns index out of range")
+        k, at = self.locate(index)
+        return self.segments[k][0].entries[at]
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """The segment holding entry `index` (0 <= index < len) and the entry's position
+        in that segment's run."""
         k = bisect.bisect_right(self.starts, index) - 1
-        run, start, _ = self.segments[k]
-        return run.entries[start + index - self.starts[k]]
+        return k, self.segments[k][1] + index - self.starts[k]
 
     @classmethod
     def of(cls, runs: Sequence[EntryRun]) -> EntryRuns:
