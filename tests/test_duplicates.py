@@ -138,3 +138,9 @@ def test_duplicates_found_by_hash_are_confirmed_by_their_texts() -> None:
     assert [n.key for n in copies["a"]] == ["c"]
     kept, copies = collapse_duplicates(ranked, [7, 7, 7, 7])  # every hash the same
     assert [s.node.key for s in kept] == ["a", "b", "d"] and [n.key for n in copies["a"]] == ["c"]
+    # an exact copy is found by its text as it is, a copy in other whitespace by the text
+    # collapsed, each matched to its own earlier text among those sharing the hash
+    ranked += [scored("e", "Lost passports"), scored("f", "Renew  your passport.")]
+    kept, copies = collapse_duplicates(ranked, [7] * 6)
+    assert [s.node.key for s in kept] == ["a", "b", "d"]
+    assert {k: [n.key for n in v] for k, v in copies.items()} == {"a": ["c", "f"], "b": ["e"]}

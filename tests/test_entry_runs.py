@@ -129,10 +129,15 @@ def grouped_tree(path: Path) -> Tree:
     return Tree.open(path)
 
 
-def test_a_walk_sends_what_the_plain_level_sends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("route_groups", [True, False])
+def test_a_walk_sends_what_the_plain_level_sends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 route_groups: bool) -> None:
+    """A page level given as runs (the kept groups' pages; every page, in runs of one group,
+    when groups are not routed) sends and ranks what the plain list of its pages does."""
     tree = grouped_tree(tmp_path / "t.tree")
     settings = preset(groups=(StageSettings(top_k=4, max_candidates_per_request=3),),
-                      documents=StageSettings(top_k=3, max_candidates_per_request=7, rescore_top=4))
+                      documents=StageSettings(top_k=3, max_candidates_per_request=7, rescore_top=4),
+                      route_groups=route_groups)
 
     def walk() -> tuple[list[object], list[tuple[str, float]]]:
         judge = ScriptedJudge(hashed_score)

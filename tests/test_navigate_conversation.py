@@ -177,3 +177,24 @@ def test_search_text_keeps_the_situation_and_drops_earlier_turns() -> None:
         "I live in Leeds. it sneezes")
     assert Query("it sneezes", history=turns).search_text == "it sneezes"
     assert Query("  Can I?  ").search_text == "Can I?"
+
+
+@pytest.mark.parametrize(("groups", "route_groups", "pages"), [
+    (StageSettings(top_k=1), True, ["c1", "d1", "d2"]),  # Cats pruned: its notepad page joins
+    (StageSettings(top_k=None, share=1.0), True, None),  # every group kept: every page, once
+    (StageSettings(top_k=1), False, None),  # no routing: every page, once
+])
+def test_the_notepad_page_joins_the_page_level_once(
+        tmp_path: Path, groups: StageSettings, route_groups: bool, pages: list[str] | None) -> None:
+    """The notepad's page is judged at the page level whether its group was kept, pruned or
+    never routed, and never twice (when every page is there it is already among them)."""
+    tree = pets_tree(tmp_path / "pets.tree")
+    settings = replace(PRESETS["md2d"], groups=(groups,), route_groups=route_groups,
+                       notepad=replace(PRESETS["md2d"].notepad, keep_group=False))
+    judge = ScriptedJudge({"g:Dogs": 0.9, "d2": 0.9})
+    navigator = Navigator(tree, judge, settings)
+    navigator.retrieve("dogs?", history=[{"role": "user", "text": "cats?"}], notepad=["c1"])
+    [page_request] = [r for r in judge.binary_calls if r.candidates[0].id in {"c1", "d1"}]
+    every = [page.key for page in navigator.view.all_documents()]
+    assert len(every) > 3 and every[0] == "c1"
+    assert [c.id for c in page_request.candidates] == (pages or every)

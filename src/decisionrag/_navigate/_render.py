@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, overload
 
+import numpy as np
+
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
 from .._words import CountedText
@@ -229,6 +231,12 @@ class EntryRuns(Sequence[Entry]):
         in that segment's run."""
         k = bisect.bisect_right(self.starts, index) - 1
         return k, self.segments[k][1] + index - self.starts[k]
+
+    def run_key(self) -> bytes:
+        """Each segment's run (by id) and bounds, packed: what identifies these entries
+        while the runs are held (the view keeps them; a plan keyed by this keeps them too)."""
+        return np.array([(id(run), start, end) for run, start, end in self.segments],
+                        dtype=np.uint64).tobytes()
 
     @classmethod
     def of(cls, runs: Sequence[EntryRun]) -> EntryRuns:

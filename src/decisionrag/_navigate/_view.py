@@ -152,6 +152,7 @@ class TreeView:
         self._children: OrderedDict[int, Children] = OrderedDict()
         self._children_held = 0
         self._documents: list[Node] | None = None
+        self._document_runs: list[list[Node]] | None = None
         self._outline_entries = Generations(self.cache_nodes)  # groups and pages
         self._content_entries = Generations(  # headings and passages
             CONTENT_ENTRIES if self._page_parts else LARGE_TREE_CONTENT_ENTRIES)
@@ -285,6 +286,18 @@ class TreeView:
             self._collect_documents(self.tree.root.id, found)
             self._documents = found
         return self._documents
+
+    def document_runs(self) -> list[list[Node]]:
+        """`all_documents` cut where the parent changes: each list the pages of one group
+        in a row, kept (a level of every page is then judged run by run, `NodeRuns`)."""
+        if self._document_runs is None:
+            runs: list[list[Node]] = []
+            for page in self.all_documents():
+                if not runs or runs[-1][0].parent != page.parent:
+                    runs.append([])
+                runs[-1].append(page)
+            self._document_runs = runs
+        return self._document_runs
 
     def _collect_documents(self, node_id: int, found: list[Node]) -> None:
         for child in self.tree.children(node_id):

@@ -55,14 +55,24 @@ def collapse_duplicates(ranked: list[Scored], hashes: Sequence[int] | None = Non
             first[found] = [item.node]
             kept.append(item)
             continue
-        text = plain_text(item.node)
-        owner = next((o for o in owners if plain_text(o) == text), None)
+        owner = _same_text(item.node, owners)
         if owner is None:  # the same hash, another text
             owners.append(item.node)
             kept.append(item)
         else:
             copies.setdefault(owner.key, []).append(item.node)
     return kept, copies
+
+
+def _same_text(node: Node, owners: list[Node]) -> Node | None:
+    """The one of `owners` (texts that differ, whitespace aside) whose text is `node`'s,
+    whitespace aside: found by equal texts first (copies mostly are), so that only texts
+    that differ are collapsed (12 µs for 1,700 characters) to be compared."""
+    same = next((owner for owner in owners if owner.text == node.text), None)
+    if same is not None:
+        return same
+    text = plain_text(node)
+    return next((owner for owner in owners if plain_text(owner) == text), None)
 
 
 class Walk:
@@ -105,6 +115,7 @@ class Walk:
                                  preset.documents.render)
         self.passage_contexts = 0  # the shared contexts the passage stage was judged in
         self._weakest_page: tuple[dict[str, float], float] | None = None  # see `propagate`
+        self.every_page = False  # the page stage holds every page of the tree (see `route`)
 
     @property
     def page_scores(self) -> dict[str, float]:
@@ -167,26 +178,33 @@ class Walk:
         """Judge group levels top-down; return the pages that reach the page stage, in
         reading order. Pages met at a group level pass through unjudged."""
         if not self.preset.route_groups:
-            return self.admit(list(self.view.all_documents()), Stage.PAGE.value)
+            every = NodeRuns(self.view.document_runs())
+            admitted = self.admit(every, Stage.PAGE.value)
+            self.every_page = admitted is every
+            return admitted
         level = [self.tree.root.id]  # the groups whose children form the next level
         runs: list[list[Node]] = []  # each family's admitted pages, in reading order
         depth = 0
         mixed = False
         kept_as_held = True  # every family's pages as the view holds them (no filter): NodeRuns
+        every_group = True  # every group below the root reached (none filtered out or pruned)
         while level:
             families = [self.view.split_children(node_id) for node_id in level]
             for family in families:
                 admitted = self.admit(family.documents, Stage.PAGE.value)
                 runs.append(admitted)
                 kept_as_held = kept_as_held and admitted is family.documents
-            groups = self.admit([group for family in families for group in family.groups],
-                                Stage.GROUP.at(depth))
+            below = [group for family in families for group in family.groups]
+            groups = self.admit(below, Stage.GROUP.at(depth))
+            every_group = every_group and len(groups) == len(below)
             if not groups:
                 break
             mixed = mixed or any(family.documents for family in families)
             kept = await self.judge_groups(groups, depth)
             level = [group.id for group in groups if group.key in kept]
+            every_group = every_group and len(level) == len(groups)
             depth += 1
+        self.every_page = kept_as_held and every_group  # none filtered out, no group pruned
         if kept_as_held and not mixed:
             return NodeRuns(runs)
         pages = [page for run in runs for page in run]
@@ -234,8 +252,8 @@ class Walk:
 
     def with_notepad_pages(self, documents: list[Node]) -> list[Node]:
         settings = self.preset.notepad
-        if not (settings and settings.show_pages and self.notepad):
-            return documents
+        if not (settings and settings.show_pages and self.notepad) or self.every_page:
+            return documents  # (with every page there, the notepad's pages are among them)
         present = {d.key for d in documents}
         extra = self.admit([p for p in self.notepad_pages() if p.key not in present],
                            Stage.PAGE.value)
