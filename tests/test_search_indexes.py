@@ -69,6 +69,25 @@ def test_streamed_bm25_scores_equal_bm25s_in_memory(xquad_tree: Path, tmp_path: 
         assert from_tree.retrieve(query, 10) == reference.retrieve(query, 10)
 
 
+def test_a_query_is_tokenized_as_bm25s_tokenizes_it(xquad_tree: Path) -> None:
+    """The oracle for the query side's own tokenizer: every passage of a real tree, and
+    texts made to catch each step (case, the token pattern, stopwords, repeats, stems,
+    letters outside ASCII, nothing left), give the terms bm25s.tokenize gives."""
+    import bm25s
+
+    _, stemmer = _bm25.bm25_modules()
+    with Tree.open(xquad_tree) as tree:
+        _, texts = tree_passages(tree)
+    made = ["", "the of and", "A", "Running RUNS ran runner's runners", "x_y 12 3 a1 __init__",
+            "Ünïcödé ÉTÉ straße İstanbul ΣΊΣΥΦΟΣ naïve café", "tab\tnew\nline  spaces",
+            "The the THE cats cats", "don't won't it's", "e-mail co-operate U.S.A.", "日本語 テキスト"]
+    query_terms = _bm25.bm25_query_tokenizer()
+    for text in [*texts, *made]:
+        expected = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, return_ids=False,
+                                  show_progress=False)[0]
+        assert query_terms(text) == list(expected), text
+
+
 def test_stored_node_ids_are_looked_up_for_any_positions_and_refused_outside(
         xquad_tree: Path, tmp_path: Path) -> None:
     """`StoredBM25.node_ids` for positions in any order, repeated, at the ends; a position

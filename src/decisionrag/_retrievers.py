@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,7 @@ class BM25Retriever:
         self._bm25s = bm25s
         self._stored: Any = None
         self._tree: Tree | None = None
+        self._query_terms: Callable[[str], list[str]] | None = None
         folder = _index_folder(bm25s, self.keys, texts, k1, b) if cache else None
         loaded = _load_index(bm25s, folder) if folder is not None else None
         self.from_cache = loaded is not None
@@ -146,7 +147,7 @@ class BM25Retriever:
             return cls(keys, texts, **{"cache": True, **options})
         retriever = cls.__new__(cls)
         retriever._bm25s, retriever._stemmer = _bm25_modules()
-        retriever._stored, retriever._tree = stored, tree
+        retriever._stored, retriever._tree, retriever._query_terms = stored, tree, None
         retriever.keys, retriever.model, retriever.from_cache = (), None, True
         return retriever
 
@@ -155,10 +156,12 @@ class BM25Retriever:
         return self._stored.n_docs if self._stored is not None else len(self.keys)
 
     def tokenize(self, text: str) -> list[str]:
-        tokens = self._bm25s.tokenize(
-            [text], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False
-        )
-        return list(tokens[0])
+        """A query's terms, as bm25s tokenizes it (`bm25_query_tokenizer`)."""
+        if self._query_terms is None:
+            from ._tree._bm25 import bm25_query_tokenizer
+
+            self._query_terms = bm25_query_tokenizer()
+        return self._query_terms(text)
 
     def scores(self, query_text: str) -> np.ndarray:
         """BM25 score of every passage, in corpus order."""

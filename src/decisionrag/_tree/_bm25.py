@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +65,7 @@ TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "st
              "stemmer": "english"}
 
 Tokenize = Callable[[list[str]], list[list[str]]]
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's (scikit-learn's) default
 
 
 class BM25IndexError(TreeFormatError):
@@ -92,6 +94,26 @@ def bm25_tokenizer() -> Tokenize:
     def tokenize(texts: list[str]) -> list[list[str]]:
         return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False,
                               show_progress=False)
+
+    return tokenize
+
+
+def bm25_query_tokenizer() -> Callable[[str], list[str]]:
+    """One text -> its terms, as `bm25_tokenizer` gives them: bm25s.tokenize's steps for a
+    single text (lower case, its token pattern, English stopwords out, each token stemmed)
+    without its progress bars and id dictionaries, a quarter of a millisecond of each query.
+    The stemmer is not shared between threads: each tokenizer has its own."""
+    _, stemmer = bm25_modules()
+    from bm25s.stopwords import STOPWORDS_EN
+
+    split = re.compile(TOKEN_PATTERN).findall
+    stopwords = frozenset(STOPWORDS_EN)
+
+    def tokenize(text: str) -> list[str]:
+        tokens = [token for token in split(text.lower()) if token not in stopwords]
+        distinct = list(dict.fromkeys(tokens))
+        stems = dict(zip(distinct, stemmer.stemWords(distinct), strict=True))
+        return [stems[token] for token in tokens]
 
     return tokenize
 
