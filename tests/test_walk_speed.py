@@ -97,8 +97,8 @@ def test_a_walk_embeds_its_query_once_for_the_judge_and_the_hybrid_retriever(
 
 def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings(
         tmp_path: Path) -> None:
-    """A page level that comes back every query is packed once (on its second sighting: the
-    first only remembers its key, made of its runs) and its requests then carry the
+    """A page level that comes back every query is packed once (on its third sighting: the
+    first only remembers its sketch, the second its key) and its requests then carry the
     very same candidate tuples, whether the query is asked as a question or as a
     conversation's turn (the judge's kept plans are keyed by them); the answers are those
     of a walk that keeps nothing."""
@@ -122,10 +122,11 @@ def test_a_recurring_level_keeps_its_packed_requests_across_queries_and_wordings
         pages = [r.candidates for r in judge.binary_calls if r.candidates[0].id.count("-") == 0]
         assert len(pages) == 3
         parts.append(pages)
-    assert not any(a is b for a, b in zip(parts[0], parts[1], strict=True))  # key: not kept
-    for later in parts[2:]:
-        assert all(a is b for a, b in zip(parts[1], later, strict=True))
-    assert parts[1][0] is not parts[1][1]
+    for before, seen in ((parts[0], parts[1]), (parts[1], parts[2])):  # sketch, key: not kept
+        assert not any(a is b for a, b in zip(before, seen, strict=True))
+    for later in parts[3:]:
+        assert all(a is b for a, b in zip(parts[2], later, strict=True))
+    assert parts[2][0] is not parts[2][1]
 
 
 # -- no rendering for a judge that reads no context ------------------------------------------

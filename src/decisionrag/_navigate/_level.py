@@ -171,10 +171,11 @@ class LevelEngine:
         # next as turns): the same candidates in the same requests either way, which the
         # judge then reads through the same kept plans
         tag = ("packed", overhead, max_candidates, max_tokens, keep_siblings, id(self.count_tokens))
-        if isinstance(entries, EntryRuns):  # by its runs: 81 segments for 3,939 pages
-            kept = self.recurring.get((*tag, entries.run_key()), entries, cut)
-        else:
-            kept = self.recurring.get_listed(tag, entries, cut)
+        runs = entries.whole_runs if isinstance(entries, EntryRuns) else None
+        # a level of whole runs is keyed by them (kept by the view, they fix its entries):
+        # one id for 3,939 pages of one parent, not 3,939
+        kept = (self.recurring.get_listed((*tag, "runs"), runs, cut) if runs is not None
+                else self.recurring.get_listed(tag, entries, cut))
         return kept if kept is not None else cut()
 
     def defer(self, work: Callable[[], object]) -> None:

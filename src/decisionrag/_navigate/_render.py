@@ -31,8 +31,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, overload
 
-import numpy as np
-
 from .._judges import BinaryRequest, Candidate, ChoiceRequest
 from .._query import Query, Turn
 from .._words import CountedText
@@ -196,10 +194,11 @@ class EntryRuns(Sequence[Entry]):
     16,000 entries costs its making, and each young-generation garbage collection while it
     lives reads its 16,000 members again)."""
 
-    __slots__ = ("segments", "starts")
+    __slots__ = ("segments", "starts", "whole_runs")
 
     def __init__(self, segments: Sequence[Segment] = ()) -> None:
         self.segments = list(segments)
+        self.whole_runs: list[EntryRun] | None = None  # the runs, when every segment is one whole
         self.starts = [0, *itertools.accumulate(end - start for _, start, end in self.segments)]
 
     def __len__(self) -> int:
@@ -232,15 +231,12 @@ class EntryRuns(Sequence[Entry]):
         k = bisect.bisect_right(self.starts, index) - 1
         return k, self.segments[k][1] + index - self.starts[k]
 
-    def run_key(self) -> bytes:
-        """Each segment's run (by id) and bounds, packed: what identifies these entries
-        while the runs are held (the view keeps them; a plan keyed by this keeps them too)."""
-        return np.array([(id(run), start, end) for run, start, end in self.segments],
-                        dtype=np.uint64).tobytes()
-
     @classmethod
     def of(cls, runs: Sequence[EntryRun]) -> EntryRuns:
-        return cls([(run, 0, len(run.entries)) for run in runs])
+        """The entries of `runs`, each whole (`whole_runs` names them)."""
+        made = cls([(run, 0, len(run.entries)) for run in runs])
+        made.whole_runs = list(runs)
+        return made
 
     def parts(self, bounds: Sequence[int]) -> list[EntryRuns]:
         """The entries cut at `bounds` (0, ..., len: a request's first entry each), with
