@@ -65,7 +65,6 @@ TOKENIZER = {"library": "bm25s", "pattern": r"(?u)\b\w\w+\b", "lower": True, "st
              "stemmer": "english"}
 
 Tokenize = Callable[[list[str]], list[list[str]]]
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's (scikit-learn's) default
 
 
 class BM25IndexError(TreeFormatError):
@@ -100,13 +99,12 @@ def bm25_tokenizer() -> Tokenize:
 
 def bm25_query_tokenizer() -> Callable[[str], list[str]]:
     """One text -> its terms, as `bm25_tokenizer` gives them: bm25s.tokenize's steps for a
-    single text (lower case, its token pattern, English stopwords out, each token stemmed)
-    without its progress bars and id dictionaries, a quarter of a millisecond of each query.
-    The stemmer is not shared between threads: each tokenizer has its own."""
+    single text (lower case, `TOKENIZER`'s pattern, English stopwords out, each token
+    stemmed) without the progress bars and id dictionaries it makes on every call."""
     _, stemmer = bm25_modules()
     from bm25s.stopwords import STOPWORDS_EN
 
-    split = re.compile(TOKEN_PATTERN).findall
+    split = re.compile(str(TOKENIZER["pattern"])).findall
     stopwords = frozenset(STOPWORDS_EN)
 
     def tokenize(text: str) -> list[str]:
