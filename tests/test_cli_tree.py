@@ -182,5 +182,7 @@ def test_sigterm_mid_build_leaves_no_files(tmp_path: Path) -> None:
     while not list(out.parent.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 128 + signal.SIGTERM
-    assert list(out.parent.iterdir()) == []
+    code = process.wait(timeout=60)
+    assert process.stderr is not None
+    said = process.stderr.read().decode(errors="replace")[-2000:]
+    assert (code, list(out.parent.iterdir())) == (128 + signal.SIGTERM, []), said

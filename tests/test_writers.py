@@ -279,3 +279,30 @@ def test_a_lock_held_by_this_process_is_not_waited_for_twice(tmp_path: Path) -> 
     with pytest.raises(TreeBusy), TreeLock(tree), TreeLock(tree, wait=0.2):
         pass
     assert isinstance(TreeBusy("x"), InputError)
+
+
+@pytest.mark.parametrize("where", ["making the file", "opening a new tree", "copying a tree"])
+def test_a_writer_interrupted_while_opening_leaves_no_temporary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A SIGTERM (which the CLI turns into SystemExit) can land after the temporary file
+    exists and before a writer is returned to be aborted: the file goes with the error."""
+    from decisionrag import _files
+    from decisionrag._tree import _writer
+
+    tree = tmp_path / "t.tree"
+    if where == "copying a tree":
+        with TreeWriter(tree) as writer:
+            writer.add_document(DocumentSpec("Title", [PassageSpec("text")], key="d"))
+    before = sorted(tmp_path.iterdir())
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    if where == "making the file":
+        monkeypatch.setattr(_files.os, "fchmod", interrupted)
+    else:
+        monkeypatch.setattr(_writer.TreeWriter, "_load_state" if where == "copying a tree"
+                            else "_tune", interrupted)
+    with pytest.raises(SystemExit):
+        TreeWriter.update(tree) if where == "copying a tree" else TreeWriter(tree)
+    assert sorted(tmp_path.iterdir()) == before

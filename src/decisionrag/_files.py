@@ -60,11 +60,24 @@ def temporary_beside(path: PathLike, suffix: str = ".tmp") -> Path:
     remove_stale_temporaries(target, suffix)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
                                dir=target.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())
-    finally:
-        os.close(fd)
+    with _removed_on_error(tmp, os.unlink):
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())
+        finally:
+            os.close(fd)
     return Path(tmp)
+
+
+@contextlib.contextmanager
+def _removed_on_error(made: str, remove: Callable[[str], None]) -> Iterator[None]:
+    """`made` removed when the block ends in any exception: a SIGTERM, which the CLI turns
+    into SystemExit, can land between making a temporary file and returning it."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove(made)
+        raise
 
 
 def current_umask() -> int:
@@ -90,10 +103,11 @@ def temporary_folder_beside(path: PathLike, suffix: str = ".tmp") -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target, suffix)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
-                                dir=target.parent))
-    os.chmod(tmp, 0o777 & ~current_umask())
-    return tmp
+    made = tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.", suffix=suffix,
+                            dir=target.parent)
+    with _removed_on_error(made, os.rmdir):
+        os.chmod(made, 0o777 & ~current_umask())
+    return Path(made)
 
 
 def remove_stale_temporaries(path: PathLike, suffix: str = ".tmp") -> list[Path]:

@@ -260,8 +260,10 @@ def _save_index(model: Any, folder: Path) -> None:
     try:
         model.save(str(staging), show_progress=False)
         os.replace(staging, folder)
-    except OSError:  # another process saved it first, or the disk is full
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if not isinstance(exc, OSError):  # OSError: another process saved it first, or the disk is full
+            raise
 
 
 def _bm25_modules() -> tuple[Any, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -52,6 +53,10 @@ class TreeWriter:
     def __init__(self, path: str | os.PathLike[str], *, root_title: str = "") -> None:
         self.path = Path(path)
         self.tmp_path = temporary_beside(self.path)  # renamed into place by commit()
+        with self._discarded_on_error():
+            self._start(root_title)
+
+    def _start(self, root_title: str) -> None:
         self._db = sqlite3.connect(self.tmp_path, isolation_level=None)
         self._db.execute(f"PRAGMA page_size={_PAGE_SIZE}")  # before the first table: fewer,
         self._tune()  # fuller pages make bulk inserts of passage text faster
@@ -84,16 +89,33 @@ class TreeWriter:
         writer.path = Path(path)
         writer.expected = expected
         writer.tmp_path = temporary_beside(writer.path)
-        src = connect_readonly(readable, immutable=False)
-        writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
-        src.backup(writer._db)
-        src.close()
-        writer._tune()
-        writer._pending = []
-        writer._begun = False
-        writer.committed = False
-        writer._load_state()
+        with writer._discarded_on_error():
+            src = connect_readonly(readable, immutable=False)
+            try:
+                writer._db = sqlite3.connect(writer.tmp_path, isolation_level=None)
+                src.backup(writer._db)
+            finally:
+                src.close()
+            writer._tune()
+            writer._pending = []
+            writer._begun = False
+            writer.committed = False
+            writer._load_state()
         return writer
+
+    @contextlib.contextmanager
+    def _discarded_on_error(self) -> Iterator[None]:
+        """The temporary file closed and removed when opening fails, or is interrupted (a
+        SIGTERM the CLI turned into SystemExit): no writer is returned to abort it later."""
+        try:
+            yield
+        except BaseException:
+            db = getattr(self, "_db", None)
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
+            self.tmp_path.unlink(missing_ok=True)
+            raise
 
     def _tune(self) -> None:
         self._db.execute("PRAGMA journal_mode=OFF")
