@@ -410,7 +410,7 @@ def test_top_positions_by_pieces_picks_what_one_pass_picks(seed: int,
     """Narrowing a large score array piece by piece returns the same positions in the same
     order as one partition over the whole array: ties (heavy here: scores drawn from a few
     values, whole pieces of zeros), ties at the cut-off, NaN, pieces shorter than k."""
-    import decisionrag._retrievers as retrievers
+    import decisionrag._ranked as ranked
 
     rng = np.random.default_rng(seed)
     size = int(rng.integers(40, 400))
@@ -422,7 +422,7 @@ def test_top_positions_by_pieces_picks_what_one_pass_picks(seed: int,
         scores[rng.integers(0, size, 3)] = np.nan
     if seed == 11:
         scores[:] = 0
-    monkeypatch.setattr(retrievers, "TOP_PIECE", int(rng.integers(9, 40)))
+    monkeypatch.setattr(ranked, "TOP_PIECE", int(rng.integers(9, 40)))
     for k in (1, 3, 4, int(rng.integers(1, 9))):
-        expected = retrievers._best_first(scores, min(k, size))
-        assert retrievers.top_positions(scores, k).tolist() == expected.tolist()
+        expected = ranked._best_first(scores, min(k, size))
+        assert ranked.top_positions(scores, k).tolist() == expected.tolist()

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ._files import cache_root, content_key, temporary_folder_beside
+from ._ranked import rrf, rrf_ids, top_k, top_positions
 from ._tree import Tree
 from ._tree._vectors import VectorsError, passage_text
 
@@ -35,59 +36,6 @@ def tree_passages(tree: Tree) -> tuple[list[str], list[str]]:
         keys.append(node.key)
         texts.append(passage_text(titles.get(node.doc or -1, ""), node.heading, node.text))
     return keys, texts
-
-
-TOP_PIECE = 1 << 17  # scores looked through per piece when the array is larger (512 kB of float32)
-
-
-def top_positions(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best scores, best first, ties broken by position (also at the
-    cut-off). An array larger than `TOP_PIECE` is first narrowed piece by piece (the same
-    positions come out): a full-size negated copy and its partition would take three times
-    the scores' memory (30 MB at 2.68 M passages) on every query."""
-    k = min(k, scores.size)
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if scores.size > TOP_PIECE and 2 * k < TOP_PIECE:
-        near = _near_the_top(scores, k)
-        if near is not None:
-            return near[_best_first(scores[near], k)]
-    return _best_first(scores, k)
-
-
-def _best_first(scores: np.ndarray, k: int) -> np.ndarray:
-    negated = -scores
-    kth = np.partition(negated, k - 1)[k - 1]
-    better = np.flatnonzero(negated < kth)
-    tied = np.flatnonzero(negated == kth)[: k - better.size]
-    candidates = np.concatenate([better, tied])
-    return candidates[np.lexsort((candidates, negated[candidates]))]
-
-
-def _near_the_top(scores: np.ndarray, k: int) -> np.ndarray | None:
-    """Ascending positions that hold the k best: per piece, those above the piece's k-th
-    best and the first k tied with it. Every score the top k takes is among them (a piece
-    never has k scores above the overall k-th; ties past a piece's first k are never
-    reached). None where the plain path must decide (fewer than k comparable scores, NaN)."""
-    near = []
-    for start in range(0, scores.size, TOP_PIECE):
-        negated = -scores[start:start + TOP_PIECE]
-        if negated.size <= k:
-            near.append(np.arange(start, start + negated.size))
-            continue
-        kth = np.partition(negated, k - 1)[k - 1]
-        if np.isnan(kth):
-            return None
-        better = np.flatnonzero(negated < kth)
-        tied = np.flatnonzero(negated == kth)[:k]
-        near.append(np.union1d(better, tied) + start)
-    found = np.concatenate(near)
-    return found if found.size >= k and not np.isnan(scores[found]).any() else None
-
-
-def top_k(scores: np.ndarray, keys: Sequence[str], k: int) -> list[tuple[str, float]]:
-    """The k best (key, score) pairs, ties broken by corpus order (also at the cut-off)."""
-    return [(keys[i], float(scores[i])) for i in top_positions(scores, k)]
 
 
 # -- BM25 ----------------------------------------------------------------------------------
@@ -489,9 +437,6 @@ def _ann_index(tree: Tree, stored: Any, search: str) -> Any:
 
 # -- hybrid --------------------------------------------------------------------------------
 
-RRF_K = 60
-
-
 class HybridRetriever:
     """Reciprocal-rank fusion of BM25 and dense (k = 60): each passage scores
     sum over the two rankings of 1 / (60 + rank), over each one's top `depth`."""
@@ -588,46 +533,3 @@ class FlatRetrievers:
         if kind == "hybrid":
             return self.hybrid()
         raise InputError(f"unknown flat retriever {kind!r}: use one of {', '.join(RETRIEVER_KINDS)}")
-
-
-def rrf(rankings: Sequence[Sequence[tuple[Hashable, float]]], k: int,
-        constant: int = RRF_K) -> list[tuple[Any, float]]:
-    """Fuse rankings by reciprocal rank; ties broken by first appearance."""
-    fused: dict[Hashable, float] = {}
-    for ranking in rankings:
-        for rank, (key, _score) in enumerate(ranking, 1):
-            fused[key] = fused.get(key, 0.0) + 1.0 / (constant + rank)
-    order = sorted(fused.items(), key=lambda item: -item[1])
-    return order[:k]
-
-
-
-def rrf_ids(rankings: Sequence[np.ndarray], k: int, constant: int = RRF_K
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """`rrf` of rankings of integer ids, as arrays (ids, scores): the same fused scores (each
-    the same sum in the same order: 0.0, then each ranking's 1 / (constant + rank)) and the
-    same order (ties by first appearance), computed without a Python step per id."""
-    arrays = [np.asarray(ranking, dtype=np.int64) for ranking in rankings]
-    if any(map(_repeats, arrays)):  # an id twice in one ranking
-        fused = rrf([[(i, 0.0) for i in a.tolist()] for a in arrays], k, constant)
-        return (np.asarray([i for i, _ in fused], dtype=np.int64),
-                np.asarray([v for _, v in fused], dtype=np.float64))
-    ids = np.zeros(0, dtype=np.int64)
-    scores = np.zeros(0, dtype=np.float64)
-    for a in arrays:
-        values = 1.0 / (constant + np.arange(1, a.size + 1, dtype=np.int64))
-        sorter = np.argsort(ids, kind="stable")
-        at = np.minimum(np.searchsorted(ids, a, sorter=sorter), max(ids.size - 1, 0))
-        seen = (ids[sorter[at]] == a) if ids.size else np.zeros(a.size, dtype=bool)
-        scores[sorter[at[seen]]] += values[seen]
-        ids = np.concatenate([ids, a[~seen]])
-        scores = np.concatenate([scores, 0.0 + values[~seen]])
-    best = np.argsort(-scores, kind="stable")[:k]
-    return ids[best], scores[best]
-
-
-def _repeats(ids: np.ndarray) -> bool:
-    """Whether some id occurs twice (sorted and compared: `np.unique` of 1,000 ids hashes
-    them, five times slower)."""
-    ordered = np.sort(ids)
-    return bool((ordered[1:] == ordered[:-1]).any())
