@@ -105,16 +105,12 @@ class TreeWriter:
 
     @contextlib.contextmanager
     def _discarded_on_error(self) -> Iterator[None]:
-        """The temporary file closed and removed when opening fails, or is interrupted (a
-        SIGTERM the CLI turned into SystemExit): no writer is returned to abort it later."""
+        """`abort` when opening fails, or is interrupted (a SIGTERM the CLI turned into
+        SystemExit): no writer is returned for a caller to abort later."""
         try:
             yield
         except BaseException:
-            db = getattr(self, "_db", None)
-            if db is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    db.close()
-            self.tmp_path.unlink(missing_ok=True)
+            self.abort()
             raise
 
     def _tune(self) -> None:
@@ -502,7 +498,9 @@ class TreeWriter:
 
     def abort(self) -> None:
         try:
-            self._db.close()
+            db = getattr(self, "_db", None)  # None: opening stopped before the database
+            if db is not None:
+                db.close()
         finally:
             publication = _staging.active(self.path)
             if publication is None or publication.staged != self.tmp_path:
