@@ -306,3 +306,19 @@ def test_a_writer_interrupted_while_opening_leaves_no_temporary_file(
     with pytest.raises(SystemExit):
         TreeWriter.update(tree) if where == "copying a tree" else TreeWriter(tree)
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_lock_interrupted_while_taken_leaves_no_lock_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock file is the first file a build makes: a SIGTERM (SystemExit) that lands
+    while the lock is being taken, before a caller holds it to release, takes it away."""
+    def interrupted(_lock: TreeLock) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    monkeypatch.setattr(TreeLock, "_note_holder", interrupted)
+    with pytest.raises(SystemExit):
+        TreeLock(tmp_path / "t.tree").acquire()
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    with TreeLock(tmp_path / "t.tree", wait=0):  # and nobody holds it
+        pass

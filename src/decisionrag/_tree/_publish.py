@@ -97,11 +97,16 @@ class TreeLock:
                     raise self._busy() from None
                 time.sleep(_POLL)
                 continue
-            if _same_inode(fd, self.path):  # not a file its last holder removed meanwhile
-                self._fd = fd
+            if not _same_inode(fd, self.path):  # a file its last holder removed meanwhile
+                os.close(fd)
+                continue
+            self._fd = fd
+            try:
                 self._note_holder()
-                return self
-            os.close(fd)
+            except BaseException:  # a SIGTERM (SystemExit) before any caller could release it
+                self.release()
+                raise
+            return self
 
     def release(self) -> None:
         if self._fd >= 0:
