@@ -233,6 +233,65 @@ def test_passages_of_a_node_held_equal_passages_by_id(tmp_path: Path) -> None:
             assert tree.passages_of(page, 1) == tree.passages(page.id, 1)
 
 
+def _every_id(tree: Any) -> list[int]:
+    groups = [g.id for g in tree.children(tree.root.id)]
+    return [tree.root.id, *groups, *(n.id for d in tree.documents() for n in tree.subtree(d.id))]
+
+
+def test_nodes_by_id_in_one_read_equal_nodes_one_by_one(tmp_path: Path) -> None:
+    """`Tree.nodes` reads many ids at once (past one query's 900 too), in the order asked,
+    repeats kept; an absent id is a KeyError naming it, as `Tree.node`'s."""
+    from decisionrag._navigate import _view
+    from decisionrag._navigate._view import TreeView
+
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        ids = _every_id(tree)
+        asked = [*reversed(ids), ids[3], *ids * 200]
+        assert len(asked) > 900
+        assert tree.nodes(asked) == [tree.node(i) for i in asked]
+        assert tree.nodes([]) == []
+        with pytest.raises(KeyError) as missing:
+            tree.nodes([ids[0], 10_000])
+        assert missing.value.args == (10_000,)
+
+        view = TreeView(tree, len)
+        view.node(ids[2])  # one cached, the rest read together
+        assert view.nodes(ids[::-1]) == [tree.node(i) for i in ids[::-1]]
+        assert all(i in view._cache for i in ids)
+
+    with pets_tree(tmp_path / "again.tree") as tree, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_view, "NODE_CACHE_NODES", 4)  # more than the cache holds: still right
+        view = TreeView(tree, len)
+        ids = _every_id(tree)
+        assert view.nodes(ids) == [tree.node(i) for i in ids]
+        assert view.nodes(ids[:3]) == [tree.node(i) for i in ids[:3]]
+
+
+def test_a_views_pages_are_looked_up_without_the_tree(tmp_path: Path) -> None:
+    """The pages a view reads with their parents' children are the nodes a walk then looks
+    up by id (a passage's page, for reading order): they come from the view's cache; pages
+    by key (a notepad's) are cached too, None for a key that is not a page."""
+    from decisionrag._navigate._view import TreeView
+
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        view = TreeView(tree, len)
+        dogs = view.split_children(tree.node("g:Dogs").id).documents
+        view.reading_key(dogs[1])  # (its groups are read here)
+        reads: list[int] = []
+        tree._one = lambda sql, params=(): reads.append(1)  # type: ignore[method-assign]
+        passage = tree.passages_of(dogs[1])[0]
+        assert view.node(dogs[1].id) is dogs[1]
+        assert view.reading_key(passage)[-1] == passage.id
+        assert reads == []
+        del tree._one  # the class's again
+        page = view.page("d2")
+        assert page == tree.node("d2") and view.page("d2") is page
+        assert view.page("d2-p1") is None and view.page("no such key") is None
+        tree._one = lambda sql, params=(): reads.append(1)  # type: ignore[method-assign]
+        assert view.page("d2") is page and view.page("no such key") is None
+        assert reads == []
+
+
 def test_sections_of_a_node_equal_the_sections_of_its_subtree(tmp_path: Path) -> None:
     """The heading stage reads a page's sections without its passages (nested ones too),
     through the view's cache: the same nodes as filtering `subtree`, a new list each time."""

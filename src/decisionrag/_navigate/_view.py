@@ -149,6 +149,7 @@ class TreeView:
         self.count_tokens = functools.lru_cache(maxsize=100_000)(count_tokens)
         self._judge_count = count_tokens
         self._cache: dict[int, Node] = {}
+        self._pages_by_key: dict[str, Node | None] = {}  # see `page`
         self._children: OrderedDict[int, Children] = OrderedDict()
         self._children_held = 0
         self._documents: list[Node] | None = None
@@ -220,6 +221,36 @@ class TreeView:
             node = self._cache[node_id] = self.tree.node(node_id)
         return node
 
+    def nodes(self, node_ids: Sequence[int]) -> list[Node]:
+        """`node` of each id, in that order: those not cached read from the tree in one query
+        (a walk's hybrid candidates are mostly passages it has not met)."""
+        cache = self._cache
+        missing = [i for i in node_ids if i not in cache]
+        if missing:
+            if len(cache) + len(missing) > NODE_CACHE_NODES:
+                cache.clear()  # full: start again, as `node` does
+            for node in self.tree.nodes(missing):
+                cache[node.id] = node
+            if any(i not in cache for i in node_ids):  # let go just now: read each again
+                return [self.node(i) for i in node_ids]
+        return [cache[i] for i in node_ids]
+
+    def page(self, key: str) -> Node | None:
+        """The page (document) whose key is `key`, cached; None when the tree has no node of
+        that key or it is not a page (a conversation's notepad names pages query after
+        query)."""
+        found = self._pages_by_key.get(key, False)
+        if found is False:
+            try:
+                node: Node | None = self.tree.node(key)
+            except KeyError:
+                node = None
+            found = node if node is not None and node.kind == NodeKind.DOCUMENT else None
+            if len(self._pages_by_key) >= NODE_CACHE_NODES:
+                self._pages_by_key.clear()
+            self._pages_by_key[key] = found
+        return found
+
     def passages_of(self, node: Node, limit: int | None = None) -> list[Node]:
         """`Tree.passages_of`, cached (a kept page is often kept again by the next query;
         the nodes share their texts with the entries made of them). A new list each call."""
@@ -273,6 +304,7 @@ class TreeView:
             return found
         found = Children.of(self.tree.children(node_id))
         self._children[node_id] = found
+        self._hold_pages(found.documents)
         self._children_held += len(found.all)
         while self._children_held > self.cache_nodes and len(self._children) > 1:
             _, dropped = self._children.popitem(last=False)
@@ -285,6 +317,7 @@ class TreeView:
             found: list[Node] = []
             self._collect_documents(self.tree.root.id, found)
             self._documents = found
+            self._hold_pages(found)
         return self._documents
 
     def document_runs(self) -> list[list[Node]]:
@@ -306,6 +339,13 @@ class TreeView:
             elif child.kind == NodeKind.GROUP:
                 self._cache.setdefault(child.id, child)
                 self._collect_documents(child.id, found)
+
+    def _hold_pages(self, pages: list[Node]) -> None:
+        """Put `pages` in the node cache while it has room for them all: a walk then looks
+        them up by id (a passage's page, to sort it into reading order) without the tree."""
+        if len(self._cache) + len(pages) <= NODE_CACHE_NODES:
+            for page in pages:
+                self._cache.setdefault(page.id, page)
 
     # -- metadata -----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from .._errors import NavigationError
 from .._judges import Judge
 from .._query import Query, shared_work
-from .._tree import Node, NodeKind
+from .._tree import Node
 from ._choice import choose
 from ._config import ONE_REQUEST, Preset
 from ._filters import Filter
@@ -240,15 +240,8 @@ class Walk:
     # -- pages ----------------------------------------------------------------------------
 
     def notepad_pages(self) -> list[Node]:
-        pages = []
-        for key in self.notepad:
-            try:
-                node = self.tree.node(key)
-            except KeyError:
-                continue  # a page of an older build of the tree: nothing to show
-            if node.kind == NodeKind.DOCUMENT:
-                pages.append(node)
-        return pages
+        # a key the tree lacks is a page of an older build of the tree: nothing to show
+        return [page for page in map(self.view.page, self.notepad) if page is not None]
 
     def with_notepad_pages(self, documents: list[Node]) -> list[Node]:
         settings = self.preset.notepad
@@ -374,7 +367,7 @@ class Walk:
             # node ids of this very tree: taken through the view's node cache, no key lookups
             found_ids = ranked_ids(self.query.search_text, self.preset.hybrid_k)
             if found_ids is not None:
-                return [self.view.node(node_id) for node_id in found_ids[0].tolist()]
+                return self.view.nodes(found_ids[0].tolist())
         found = []
         for key, _score in retriever.retrieve(self.query.search_text, self.preset.hybrid_k):
             try:
