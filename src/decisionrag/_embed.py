@@ -287,6 +287,73 @@ def shared_query_vector(encoder: Any, text: str, work: Memo | None,
     return np.asarray(work.memo(key, encode))
 
 
+class RowIndex:
+    """Which rows of a stored vector set (`matrix`: its file) a kept level's products cover,
+    and where each row's value lies among them (query-independent: made once with the
+    level's plan). `places_of` keeps its last answer: a walk's dense retriever asks for the
+    same passages query after query."""
+
+    __slots__ = ("_asked", "matrix", "nbytes", "places", "rows")
+
+    def __init__(self, matrix: str, rows: np.ndarray, places: np.ndarray) -> None:
+        order = np.argsort(rows, kind="stable")
+        self.matrix = matrix
+        self.rows, self.places = rows[order], places[order]
+        self.nbytes = self.rows.nbytes + self.places.nbytes
+        self._asked: tuple[np.ndarray, np.ndarray | None] | None = None
+
+    def places_of(self, rows: np.ndarray) -> np.ndarray | None:
+        """Where the value of each of `rows` lies; None unless every one is covered."""
+        asked = self._asked
+        if asked is not None and asked[0] is rows:
+            return asked[1]
+        at = np.minimum(np.searchsorted(self.rows, rows), max(len(self.rows) - 1, 0))
+        covered = len(self.rows) > 0 and bool((self.rows[at] == rows).all())
+        found = self.places[at] if covered else None
+        self._asked = (rows, found)
+        return found
+
+
+class RowSimilarities:
+    """One level's similarities, as a walk's judge computed them: `values[p]` is the
+    similarity of `query` with the stored row that `index` places at p. The walk's dense
+    retriever reads its passages' from here (`shared_row_similarities`) instead of
+    multiplying the same rows by the same query again."""
+
+    __slots__ = ("index", "query", "values")
+
+    def __init__(self, index: RowIndex, query: np.ndarray, values: np.ndarray) -> None:
+        self.index, self.query, self.values = index, query, values
+
+
+_ROW_SIMILARITIES = "row similarities"
+
+
+def share_row_similarities(work: Memo | None, found: RowSimilarities) -> None:
+    """Offer `found` to the rest of the walk (`work`); nothing outside a walk."""
+    if work is not None:
+        work.memo(_ROW_SIMILARITIES, list).append(found)
+
+
+def shared_row_similarities(work: Memo | None, matrix: str, query: np.ndarray,
+                            rows: np.ndarray) -> np.ndarray | None:
+    """The similarities of `query` with `rows` of the stored set `matrix` that a level of
+    this walk (`work`) already computed, all of them; None when no level covers them all.
+
+    They are the same float32 products of the same rows and query vector as a flat scan's,
+    rounded by the judge's summation order (a product per page's block of rows, not one
+    over the whole matrix): two passages whose scores agree to their last bits may rank in
+    the other order."""
+    if work is None:
+        return None
+    for found in work.memo(_ROW_SIMILARITIES, list):
+        if found.index.matrix == matrix and np.array_equal(found.query, query):
+            places = found.index.places_of(rows)
+            if places is not None:
+                return found.values[places]
+    return None
+
+
 def embedding_cache(folder: PathLike | None = None) -> ContentCache:
     """The one embedding cache: `folder` itself, else ``cache_root()/embeddings``."""
     return ContentCache("", folder) if folder else ContentCache("embeddings")

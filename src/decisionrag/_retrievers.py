@@ -343,9 +343,26 @@ class DenseRetriever:
         return self._exact_scores(self.query_vector(query_text))
 
     def _exact_scores(self, query: np.ndarray) -> np.ndarray:
+        shared = self._scores_in_this_walk(query)
+        if shared is not None:
+            return shared
         if self.vectors is not None:
             return np.asarray(self.vectors @ query, dtype=np.float32)
         return self.stored.scan(query)[self.passage_ids]
+
+    def _scores_in_this_walk(self, query: np.ndarray) -> np.ndarray | None:
+        """Inside a walk, every passage's score as its judge already computed it over the
+        same stored rows for the same query vector (its page level, when that level read
+        every page; `_embed.shared_row_similarities`); None otherwise (a scan)."""
+        if self.stored is None:
+            return None
+        from ._embed import shared_row_similarities
+        from ._query import current_shared_work
+
+        work = current_shared_work()
+        if work is None:
+            return None
+        return shared_row_similarities(work, str(self.stored.path), query, self.passage_ids)
 
     @property
     def tree(self) -> Tree | None:

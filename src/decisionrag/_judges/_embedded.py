@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .._deadline import active_deadline
-from .._embed import shared_query_vector
+from .._embed import share_row_similarities, shared_query_vector
 from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError
 from .._progress import Step
 from .._query import current_shared_work
@@ -274,8 +274,10 @@ class EmbeddedJudge(Judge):
         plan = self.plans.get(key, kept, lambda: RowsPlan.of(rows_of, read_parts))
         if plan is None:  # seen once, or rows that are not all stored
             fill_own_and_best(own, best, rows_of, q, read_parts)
-        else:
-            plan.fill(own, best, q)
+            return
+        found = plan.fill(own, best, q)
+        if found is not None:  # for the walk's dense retriever: the same rows, the same query
+            share_row_similarities(current_shared_work(), found)
 
     def scores(self, query: str, candidates: Sequence[Candidate],
                lexicon: Lexicon | None = None) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._embed import RowIndex, RowSimilarities
 from ._base import Candidate, VectorRows
 
 FILL_BYTES = 1 << 20  # a kept plan's rows multiplied at once: about one core's L2 cache
@@ -155,6 +156,7 @@ class RowsPlan:
     absent: np.ndarray  # flat positions of part rows not present (all zero: never a best)
     without_own: tuple[tuple[int, np.ndarray], ...]  # (block, its present parts' positions)
     nbytes: int
+    index: RowIndex | None = None  # which stored rows `fill` multiplies (all of one set)
 
     @classmethod
     def of(cls, rows_of: Sequence[VectorRows | np.ndarray | None], read_parts: bool
@@ -168,12 +170,16 @@ class RowsPlan:
         stacks, order, firsts, absent, has_parts = [], [], [], [], []
         without_own: list[tuple[int, np.ndarray]] = []
         row = block = 0
-        for source, n, members, starts in _stored_groups(rows_of, read_parts):
+        groups = _stored_groups(rows_of, read_parts)
+        stored_rows, places = [], []
+        for source, n, members, starts in groups:
             stacked = _Stacked.of(source.blocks(starts, n))
             stacks.append(stacked)
             order.extend(members)
             first = row + n * np.arange(len(members), dtype=np.int64)
             firsts.append(first)
+            stored_rows.append((np.asarray(starts, dtype=np.int64)[:, None] + np.arange(n)).ravel())
+            places.append((first[:, None] + np.arange(n)).ravel())
             has_parts.append(stacked.has_parts)
             if stacked.parts_present is not None:
                 gone = np.argwhere(~stacked.parts_present)
@@ -188,12 +194,18 @@ class RowsPlan:
         arrays = (np.asarray(order, dtype=np.int64), flat_firsts, segments,
                   np.concatenate(has_parts) if has_parts else np.zeros(0, bool),
                   np.concatenate(absent) if absent else np.zeros(0, np.int64))
-        size = sum(a.nbytes for a in arrays) + sum(s.nbytes for s in stacks)
-        return cls(tuple(stacks), *arrays, tuple(without_own), size)
+        matrices = {str(getattr(source, "path", "")) for source, *_ in groups}
+        index = (RowIndex(matrices.pop(), np.concatenate(stored_rows), np.concatenate(places))
+                 if len(matrices) == 1 and "" not in matrices else None)
+        size = (sum(a.nbytes for a in arrays) + sum(s.nbytes for s in stacks)
+                + (index.nbytes if index is not None else 0))
+        return cls(tuple(stacks), *arrays, tuple(without_own), size, index)
 
-    def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> None:
+    def fill(self, own: np.ndarray, best: np.ndarray, q: np.ndarray) -> RowSimilarities | None:
+        """Fill `own` and `best`; the similarities of every row multiplied, by stored row,
+        when the rows are all of one stored set (`index`)."""
         if not self.stacks:
-            return
+            return None
         # one spare element past the end: a last block without parts has an empty segment
         # there, whose (unused) maximum reads it
         sims = np.empty(int(self.segments[-1]) + 1, dtype=np.float32)
@@ -210,6 +222,7 @@ class RowsPlan:
                 rows = len(part) * n
                 np.matmul(part, q, out=sims[at:at + rows].reshape(len(part), n))
                 at += rows
+        shared = None if self.index is None else RowSimilarities(self.index, q, sims[:-1].copy())
         sims[-1] = 0.0
         sims[self.absent] = -np.inf
         mine = sims[self.firsts].astype(np.float64)
@@ -219,6 +232,7 @@ class RowsPlan:
         highest = np.maximum.reduceat(sims, self.segments)[::2].astype(np.float64)
         own[self.order] = mine
         best[self.order] = np.where(self.has_parts, highest, mine)
+        return shared
 
 
 def _gatherable(rows: VectorRows | np.ndarray) -> bool:
