@@ -144,3 +144,30 @@ def test_duplicates_found_by_hash_are_confirmed_by_their_texts() -> None:
     kept, copies = collapse_duplicates(ranked, [7] * 6)
     assert [s.node.key for s in kept] == ["a", "b", "d"]
     assert {k: [n.key for n in v] for k, v in copies.items()} == {"a": ["c", "f"], "b": ["e"]}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_plain_hashes_meet_wherever_the_collapsed_texts_are_equal(seed: int) -> None:
+    """`plain_hash` (whitespace removed, ASCII texts in one C pass) is equal for any two
+    texts equal whitespace aside (`plain_text`), ASCII or not, over every kind of whitespace
+    `str.split` splits on; texts with other words differ."""
+    import random
+
+    from decisionrag._navigate._view import plain_hash, plain_text
+    from decisionrag._tree import Node, NodeKind
+
+    def node(text: str) -> Node:
+        return Node(1, "k", 0, NodeKind.PASSAGE, 0, 0, 1, 1, "", "", (), text)
+
+    rng = random.Random(seed)
+    spaces = [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f", "\u00a0", "\u2003", "\u3000"]
+    words = ["passport", "Visa", "café", "naïve", "", "x", "ümlaut", "日本"]
+    for _ in range(300):
+        chosen = [rng.choice(words) for _ in range(rng.randint(0, 6))]
+        texts = ["".join(rng.choice(spaces) * rng.randint(0, 2) + w + rng.choice(spaces) * rng.randint(1, 3)
+                         for w in chosen) for _ in range(3)]
+        texts.append(" ".join(w for w in chosen if w))  # the collapsed form, mostly ASCII
+        hashes = {plain_hash(node(t)) for t in texts}
+        assert len({plain_text(node(t)) for t in texts}) == 1 and len(hashes) == 1, texts
+    assert plain_hash(node("Renew your passport.")) != plain_hash(node("Renew your visa."))
+    assert plain_hash(node("café au lait")) != plain_hash(node("cafe au lait"))

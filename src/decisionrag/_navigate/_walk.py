@@ -26,7 +26,7 @@ from ._recovery import Recovery
 from ._render import LINE_TOKENS, TaskWording, fit_query, query_budget
 from ._result import Hit, Location, Result, Stage, Trace
 from ._retriever import Retriever
-from ._view import NodeRuns, TreeView, plain_text
+from ._view import NodeRuns, TreeView, plain_hash, plain_text
 
 NOTEPAD_PASSAGE_CAP = 100  # passages of one notepad page added to the passage stage, at most
 
@@ -41,11 +41,11 @@ def collapse_duplicates(ranked: list[Scored], hashes: Sequence[int] | None = Non
     """`ranked` (best first) with each passage whose text (whitespace aside) an earlier one
     has removed, and the removed ones by the key of the passage they repeat, in rank order.
     Identical texts are one piece of evidence (the paper counts them once): the multiple
-    choice then weighs distinct passages, and k hits are k different texts. `hashes`: the
-    hash of each passage's text with whitespace collapsed, when known (`TreeView.plain_hashes`);
-    passages whose hashes meet are compared by their texts."""
+    choice then weighs distinct passages, and k hits are k different texts. `hashes`: each
+    passage's `plain_hash`, when known (`TreeView.plain_hashes`); passages whose hashes meet
+    are compared by their texts."""
     if hashes is None:
-        hashes = [hash(plain_text(item.node)) for item in ranked]
+        hashes = [plain_hash(item.node) for item in ranked]
     first: dict[int, list[Node]] = {}
     kept: list[Scored] = []
     copies: dict[str, list[Node]] = {}
