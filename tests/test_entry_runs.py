@@ -174,7 +174,7 @@ def test_a_level_of_distinct_nodes_ranks_as_before_and_makes_its_dict_later(tmp_
     lazy = Ranking.of(nodes, values, keys, distinct=True)
     stage = StageTrace("page", 1, len(nodes), keys)
     lazy.share_with(stage)
-    assert lazy.waiting and stage.scores == {}
+    assert lazy.waiting and stage._scores is not None and not isinstance(stage._scores, dict)
     settings = StageSettings(top_k=7, max_candidates_per_request=None)
     assert lazy.keep_count(settings) == eager.keep_count(settings)
     assert [(s.node.key, s.score) for s in lazy.top(9)] == [(s.node.key, s.score) for s in eager.top(9)]
@@ -182,6 +182,47 @@ def test_a_level_of_distinct_nodes_ranks_as_before_and_makes_its_dict_later(tmp_
     lazy.scores = {**lazy.scores, keys[0]: 2.0}  # a rescoring pass replaces the dict...
     assert stage.scores == eager.scores and stage.scores[keys[0]] == values[0]  # ...the stage keeps its own
     assert lazy.score_at(0) == 2.0 and not lazy.waiting
+
+
+def test_a_rescored_level_makes_its_dicts_only_when_asked_each_with_its_own_scores(
+        tmp_path: Path) -> None:
+    """A rescoring pass over a level whose dict waits leaves both dicts unmade: the stage's,
+    when read, holds the judged scores; the ranking's, the rescored ones at their keys;
+    read before any rescoring, the two are one dict, made once. The keys are listed for the
+    stage while the judge answers (a level of runs lists them through a callable)."""
+    import numpy as np
+
+    from decisionrag._navigate._ranking import Ranking
+    from decisionrag._navigate._result import StageTrace
+
+    nodes = list(grouped_tree(tmp_path / "t.tree").documents())
+    keys = [n.key for n in nodes]
+    values = [((i * 7) % 11) / 11 for i in range(len(nodes))]
+    listings: list[int] = []
+
+    def listed() -> list[str]:
+        listings.append(1)
+        return list(keys)
+
+    ranking = Ranking.of(nodes, values, listed, distinct=True)
+    stage = StageTrace("page", 1, len(nodes), [])
+    ranking.share_with(stage)
+    ranking.list_keys(stage)  # (deferred to the judge's next wait in a walk)
+    assert stage.candidates == keys and listings == [1] and ranking.waiting
+    positions = np.asarray([2, 5, 9], dtype=np.int64)
+    fresh = {keys[i]: 0.99 - i / 100 for i in positions.tolist()}
+    ranking.values = ranking.values.copy()
+    ranking.values[positions] = list(fresh.values())
+    ranking.rescored(positions, fresh)
+    assert ranking.waiting and ranking.score_at(5) == fresh[keys[5]] and ranking.score_at(0) == values[0]
+    assert stage.scores == dict(zip(keys, values, strict=True))  # the judged ones
+    assert ranking.scores == {**dict(zip(keys, values, strict=True)), **fresh}
+    assert all(type(v) is float for v in ranking.scores.values()) and listings == [1]
+
+    again = Ranking.of(nodes, values, list(keys), distinct=True)
+    shared = StageTrace("page", 1, len(nodes), list(keys))
+    again.share_with(shared)
+    assert shared.scores is again.scores  # read first through the stage: one dict
 
 
 def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> None:

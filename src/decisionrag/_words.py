@@ -240,6 +240,12 @@ class Lexicon:
 
     def scores(self, query: str, texts: Sequence[str], index: TermIndex | None = None,
                stored: Sequence[CountedText | None] = ()) -> list[float]:
+        """`score_array` as a list."""
+        found: list[float] = self.score_array(query, texts, index, stored).tolist()
+        return found
+
+    def score_array(self, query: str, texts: Sequence[str], index: TermIndex | None = None,
+                    stored: Sequence[CountedText | None] = ()) -> np.ndarray:
         """`score` of every text, computed a query term at a time over all texts (the same
         operations in the same order as `score`, so the same floats). `index`, the
         `TermIndex` of these `texts` under this lexicon, reads each query term's postings
@@ -249,7 +255,7 @@ class Lexicon:
         weights = self.query_weights(query)
         total = sum(weights.values())
         if not total or not texts:
-            return [0.0] * len(texts)
+            return np.zeros(len(texts))
         if index is not None:
             return index.scores(weights, total)
         if self.rows is not None and len(stored) == len(texts) and None not in stored:
@@ -263,10 +269,10 @@ class Lexicon:
             tf = np.fromiter(map(dict.get, dicts, itertools.repeat(term), itertools.repeat(0)),
                              dtype=np.float64, count=len(texts))
             value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
-        return (value / (total * (K1 + 1))).tolist()
+        return np.asarray(value / (total * (K1 + 1)), dtype=np.float64)
 
     def _stored_scores(self, weights: dict[str, float], total: float,
-                       stored: Sequence[CountedText]) -> list[float]:
+                       stored: Sequence[CountedText]) -> np.ndarray:
         """`scores` of texts whose counts are stored: each term's count the prefix's plus the
         row's (integers, so the same `tf`), then the same sums in the same order."""
         rows = self.rows
@@ -287,7 +293,7 @@ class Lexicon:
                 hit = ids == term_id
                 tf += np.bincount(owner[hit], weights=counts[hit], minlength=len(stored))
             value += weight * tf * (K1 + 1) / (tf + norm)  # 0.0 where the term is absent
-        return (value / (total * (K1 + 1))).tolist()
+        return np.asarray(value / (total * (K1 + 1)), dtype=np.float64)
 
     def index(self, texts: Sequence[str]) -> TermIndex:
         """The `TermIndex` of `texts` under this lexicon (for `scores`)."""
@@ -332,11 +338,11 @@ class TermIndex:
                           for term, (places, tfs) in found.items()}
         self.nbytes = self._norm.nbytes + sum(p.nbytes + t.nbytes + 100 for p, t in self._postings.values())
 
-    def scores(self, weights: dict[str, float], total: float) -> list[float]:
+    def scores(self, weights: dict[str, float], total: float) -> np.ndarray:
         value = np.zeros(self.size)
         for term, weight in weights.items():  # in query-term order, as `Lexicon.scores` sums
             posting = self._postings.get(term)
             if posting is not None:
                 places, tf = posting
                 value[places] += weight * tf * (K1 + 1) / (tf + self._norm[places])
-        return (value / (total * (K1 + 1))).tolist()
+        return np.asarray(value / (total * (K1 + 1)), dtype=np.float64)

@@ -262,7 +262,7 @@ class EmbeddedJudge(Judge):
         key, kept = ((("words", id(lexicon), level.listed), (lexicon, level)) if level is not None
                      else (self.plans.key(("words", id(lexicon)), texts), (lexicon, texts)))
         index = self.plans.get(key, kept, lambda: lexicon.index(texts))
-        return np.asarray(lexicon.scores(query, texts, index, stored))
+        return lexicon.score_array(query, texts, index, stored)
 
     def _fill_own_and_best(self, own: np.ndarray, best: np.ndarray,
                            rows_of: list[VectorRows | np.ndarray | None], q: np.ndarray,

@@ -9,6 +9,7 @@ different contexts are compared in one.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,8 +43,9 @@ class Ranking:
     made only for the prefix a caller keeps (levels can be 16,000 pages).
 
     A level of distinct nodes (`Ranking.of(..., distinct=True)`: their keys unique) makes
-    its `scores` dict on first use: its best are read by position, and the dict of a page
-    level's 16,000 scores is made while the judge answers the next level (`LevelEngine.defer`)."""
+    its `scores` dict on first use: its best are read by position, its keys are listed while
+    the judge answers the next level (`LevelEngine.defer`), and the dict of a page level's
+    16,000 scores (its stage's too) is made only if something asks for it."""
 
     __slots__ = ("_keys", "_raw", "_scores", "_stage", "nodes", "order", "values")
 
@@ -55,7 +57,7 @@ class Ranking:
         self.values = values
         self.order: npt.NDArray[np.int64] | list[int] | RescoredOrder | None = order
         self._keys: Sequence[str] | Callable[[], list[str]] = ()
-        self._raw: Sequence[float] = ()
+        self._raw: Sequence[float] | npt.NDArray[np.float64] = ()
         self._stage: StageTrace | None = None  # given the scores when they are made
 
     @classmethod
@@ -78,16 +80,17 @@ class Ranking:
     def scores(self) -> dict[str, float]:
         """Each key's score (made now if it was left for later)."""
         if self._scores is None:
-            listed = self._keys() if callable(self._keys) else None  # the stage's too
-            keys = self._keys if listed is None else listed
+            stage = self._stage
+            if stage is not None:
+                self.list_keys(stage)
+            keys = self._keys
             assert not callable(keys)
-            self._scores = dict(zip(keys, self._raw, strict=True))
+            raw = self._raw.tolist() if isinstance(self._raw, np.ndarray) else self._raw
+            self._scores = dict(zip(keys, raw, strict=True))
             self._keys, self._raw = (), ()
-            stage, self._stage = self._stage, None
+            self._stage = None
             if stage is not None:
                 stage.scores = self._scores
-                if listed is not None:
-                    stage.candidates = listed
         return self._scores
 
     @scores.setter
@@ -101,16 +104,45 @@ class Ranking:
         return self._scores is None
 
     def share_with(self, stage: StageTrace) -> None:
-        """Let `stage` hold the scores as judged (now, or when they are made)."""
-        if self._scores is None:
-            self._stage = stage
-        else:
+        """Let `stage` hold the scores as judged: this ranking's dict, now or once made; or,
+        when the stage's are read first (or after a rescoring pass changed this ranking's),
+        a dict of its own made then."""
+        if self._scores is not None:
             stage.scores = self._scores
+            return
+        self._stage = stage
+        keys, judged = self._keys, self._raw
+
+        def made() -> dict[str, float]:
+            if self._stage is stage:  # not rescored: made once, for both
+                return self.scores
+            listed = keys
+            if callable(listed):
+                listed = stage.candidates if len(stage.candidates) == len(judged) else listed()
+            return dict(zip(listed, judged, strict=True))
+
+        stage.scores_when_read(made)
+
+    def list_keys(self, stage: StageTrace) -> None:
+        """List the keys left to a callable, as the candidates of `stage` (whose list waited
+        for them too)."""
+        if callable(self._keys):
+            self._keys = stage.candidates = self._keys()
+
+    def rescored(self, positions: npt.NDArray[np.int64], fresh: dict[str, float]) -> None:
+        """Take the rescored scores (`fresh`, by key) of the nodes at `positions` (distinct
+        keys), whose new values `values` already holds; the stage that shared the judged
+        scores keeps those. A dict not yet made is made with them when first asked for."""
+        if self._scores is not None:
+            self.scores = {**self._scores, **fresh}  # a new dict: the stage keeps its own
+            return
+        self._stage = None
+        self._raw = self.values
 
     def score_at(self, position: int) -> float:
         """The score of the node at `position` (its key's)."""
         if self._scores is None:  # keys unique: the position's own value
-            return self._raw[position]
+            return float(self._raw[position])
         return self._scores[self.nodes[position].key]
 
     def positions(self, n: int | None = None) -> list[int]:
@@ -184,8 +216,8 @@ async def judge_level(
     # walk) replaces its dict, so the stage keeps the scores it was judged with
     ranking.share_with(stage)
     stage.nodes = nodes
-    if ranking.waiting:
-        levels.defer(lambda: ranking.scores)
+    if ranking.waiting:  # its keys listed while the judge answers; its dict when first asked for
+        levels.defer(functools.partial(ranking.list_keys, stage))
     if settings.rescore_top and stage.requests > 1:
         stage = await rescore(levels, view, stage, kind, ranking, settings.rescore_top, notepad)
     return ranking, stage
@@ -210,14 +242,15 @@ async def rescore(levels: LevelEngine, view: TreeView, first: StageTrace, kind: 
     entries = view.entries(kind, reading, "description")
     values = await levels.judge_entries(stage, kind, entries, POOLED, notepad)
     fresh = dict(zip(map(_KEY, reading), values, strict=True))
-    ranking.scores = {**ranking.scores, **fresh}  # a new dict: `first` keeps its own
     stage.scores, stage.nodes = fresh, reading
     if unique:
         rescored = np.asarray(sorted(top), dtype=np.int64)  # `reading`'s positions
         ranking.values = ranking.values.copy()
         ranking.values[rescored] = values
+        ranking.rescored(rescored, fresh)
         ranking.order = RescoredOrder(ranking.values, rescored)
         return stage
+    ranking.scores = {**ranking.scores, **fresh}  # a new dict: `first` keeps its own
     keys = first.candidates  # the keys of `ranking.nodes`
     ranking.values = np.fromiter(map(ranking.scores.__getitem__, keys), np.float64, len(keys))
     order = ranking.positions()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +89,7 @@ class Stage(str, enum.Enum):
         return f"{name} rescore"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class StageTrace:
     """One sequential stage of the walk: what was judged, in how many requests, what survived.
 
@@ -103,22 +104,61 @@ class StageTrace:
     name: str
     level: int
     n_candidates: int
-    candidates: list[str] = field(default_factory=list)
-    requests: int = 0
-    input_tokens: int = 0
-    seconds: float = 0.0
-    kept: list[tuple[str, float]] = field(default_factory=list)
-    opened: list[str] = field(default_factory=list)
-    titles: dict[str, str] = field(default_factory=dict)
-    local_seconds: float = 0.0
-    scores: dict[str, float] = field(default_factory=dict, repr=False)
-    nodes: list[Node] = field(default_factory=list, repr=False)
-    filtered: int = 0  # candidates the metadata filters removed before this stage judged
-    contexts: int = 0  # the shared contexts (requests before any retry) its candidates were judged in
+    candidates: list[str]
+    requests: int
+    input_tokens: int
+    seconds: float
+    kept: list[tuple[str, float]]
+    opened: list[str]
+    titles: dict[str, str]
+    local_seconds: float
+    _scores: dict[str, float] | Callable[[], dict[str, float]] = field(repr=False, compare=False)
+    nodes: list[Node] = field(repr=False)
+    filtered: int  # candidates the metadata filters removed before this stage judged
+    contexts: int  # the shared contexts (requests before any retry) its candidates were judged in
+    unjudged: int  # candidates whose request failed after its retries (a degraded stage)
+    errors: list[str]  # why, one line per failed request
+    notes: list[str]  # what was truncated, windowed or capped
 
-    unjudged: int = 0  # candidates whose request failed after its retries (a degraded stage)
-    errors: list[str] = field(default_factory=list)  # why, one line per failed request
-    notes: list[str] = field(default_factory=list)  # what was truncated, windowed or capped
+    def __init__(self, name: str, level: int, n_candidates: int,
+                 candidates: list[str] | None = None, requests: int = 0, input_tokens: int = 0,
+                 seconds: float = 0.0, kept: list[tuple[str, float]] | None = None,
+                 opened: list[str] | None = None, titles: dict[str, str] | None = None,
+                 local_seconds: float = 0.0, scores: dict[str, float] | None = None,
+                 nodes: list[Node] | None = None, filtered: int = 0, contexts: int = 0,
+                 unjudged: int = 0, errors: list[str] | None = None,
+                 notes: list[str] | None = None) -> None:
+        # (written out: `scores` is a property, its dict made when first read)
+        self.name, self.level, self.n_candidates = name, level, n_candidates
+        self.candidates = [] if candidates is None else candidates
+        self.requests, self.input_tokens, self.seconds = requests, input_tokens, seconds
+        self.kept = [] if kept is None else kept
+        self.opened = [] if opened is None else opened
+        self.titles = {} if titles is None else titles
+        self.local_seconds = local_seconds
+        self._scores = {} if scores is None else scores
+        self.nodes = [] if nodes is None else nodes
+        self.filtered, self.contexts, self.unjudged = filtered, contexts, unjudged
+        self.errors = [] if errors is None else errors
+        self.notes = [] if notes is None else notes
+
+    @property
+    def scores(self) -> dict[str, float]:
+        """Every judged candidate's P(yes) by key (see the class doc); a page level's made
+        when first read (`scores_when_read`)."""
+        scores = self._scores
+        if not isinstance(scores, dict):
+            scores = self._scores = scores()
+        return scores
+
+    @scores.setter
+    def scores(self, scores: dict[str, float]) -> None:
+        self._scores = scores
+
+    def scores_when_read(self, make: Callable[[], dict[str, float]]) -> None:
+        """Let `make()` make `scores` when they are first read: a caller that never reads
+        them (an evaluation) does not pay for a dict of a page level's thousands of scores."""
+        self._scores = make
 
     @property
     def pruned(self) -> int:

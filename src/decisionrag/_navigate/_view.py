@@ -253,16 +253,16 @@ class TreeView:
         """The page (document) whose key is `key`, cached; None when the tree has no node of
         that key or it is not a page (a conversation's notepad names pages query after
         query)."""
-        found = self._pages_by_key.get(key, False)
-        if found is False:
-            try:
-                node: Node | None = self.tree.node(key)
-            except KeyError:
-                node = None
-            found = node if node is not None and node.kind == NodeKind.DOCUMENT else None
-            if len(self._pages_by_key) >= NODE_CACHE_NODES:
-                self._pages_by_key.clear()
-            self._pages_by_key[key] = found
+        if key in self._pages_by_key:
+            return self._pages_by_key[key]
+        try:
+            node: Node | None = self.tree.node(key)
+        except KeyError:
+            node = None
+        found = node if node is not None and node.kind == NodeKind.DOCUMENT else None
+        if len(self._pages_by_key) >= NODE_CACHE_NODES:
+            self._pages_by_key.clear()
+        self._pages_by_key[key] = found
         return found
 
     def passages_of(self, node: Node, limit: int | None = None) -> list[Node]:
