@@ -53,3 +53,23 @@ def test_a_pruned_page_scoring_above_every_pruned_group_rejoins_first(tmp_path: 
     stage = next(s for s in result.trace.stages if s.name == "recovery")
     assert stage.candidates == ["c2"] and stage.kept == [("c2", 0.4)]
     assert len(asked(judge)) == 3  # groups, pages, passages: no group was reopened
+
+
+def test_a_reopened_page_propagates_its_own_score_and_stays_out_of_the_page_stage(
+        tmp_path: Path) -> None:
+    """With propagation, a passage of a page recovery reopened is weighed by that page's own
+    score, as the judged pages' passages by theirs; the page stage's trace keeps only the
+    pages it judged (the walk's page scores are made when propagation first asks)."""
+    from decisionrag._navigate import StageSettings
+
+    judge = ScriptedJudge(SCORES, default=0.05)
+    recovery = RecoverySettings(below=0.5, pages=1, groups=1, pages_per_group=1)
+    pages = StageSettings(top_k=2, propagate=True)
+    with pets_tree(tmp_path / "pets.tree") as tree:
+        result = Navigator(tree, judge, preset(recovery=recovery, documents=pages)
+                           ).retrieve("dog food", k=3)
+    stages = {stage.name: stage for stage in result.trace.stages}
+    assert stages["recovery"].kept == [("d2", 0.8)]
+    top = result.hits[0]
+    assert top.node.key == "d2-p0" and top.score == 0.9 * 0.8  # its page's own score
+    assert stages["page"].scores == {"c1": 0.3, "c2": 0.2}

@@ -106,6 +106,7 @@ class Walk:
                                   recurring=view.recurring)
         self.trace = self.levels.trace
         self._page_scores: dict[str, float] | Ranking = {}  # see `page_scores`
+        self._recovered: list[Scored] = []  # pages recovery added while that dict waits
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
         # the filter step as its own object, not a bound method of the walk: the walk holds
         # the recovery, and a recovery holding the walk would be a cycle that keeps each
@@ -119,9 +120,15 @@ class Walk:
 
     @property
     def page_scores(self) -> dict[str, float]:
-        """The page stage's scores by key (its ranking's, made on first use)."""
+        """The page stage's scores by key (its ranking's, made on first use), with the
+        pages recovery added (their own scores)."""
         if isinstance(self._page_scores, Ranking):
-            self._page_scores = self._page_scores.scores
+            scores = self._page_scores.scores
+            if self._recovered:  # a new dict: the page stage's trace shares the one it was judged with
+                scores = dict(scores)
+                for item in self._recovered:
+                    scores.setdefault(item.node.key, item.score)
+            self._page_scores = scores
         return self._page_scores
 
     @page_scores.setter
@@ -272,10 +279,12 @@ class Walk:
         """The kept pages, and after them those recovery reopens when the page stage is unsure
         (their own scores stand for their pages' in propagation)."""
         added = await self.recovery.recover(kept)
-        if added:  # a new dict: the page stage's trace shares the one it was judged with
+        if added and isinstance(self._page_scores, Ranking):  # they join its dict once made
+            self._recovered.extend(added)
+        elif added:  # a new dict: the page stage's trace shares the one it was judged with
             self.page_scores = dict(self.page_scores)
-        for item in added:
-            self.page_scores.setdefault(item.node.key, item.score)
+            for item in added:
+                self.page_scores.setdefault(item.node.key, item.score)
         return [*kept, *added]
 
     # -- passages -------------------------------------------------------------------------
