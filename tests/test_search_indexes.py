@@ -426,3 +426,44 @@ def test_top_positions_by_pieces_picks_what_one_pass_picks(seed: int,
     for k in (1, 3, 4, int(rng.integers(1, 9))):
         expected = ranked._best_first(scores, min(k, size))
         assert ranked.top_positions(scores, k).tolist() == expected.tolist()
+
+
+def _best_first_by_full_partition(scores: np.ndarray, k: int) -> np.ndarray:
+    """The top k as first written: one partition of the whole array, sorted by value then
+    position (the reference for NaN, where no full sort defines the answer)."""
+    negated = -scores
+    kth = np.partition(negated, k - 1)[k - 1]
+    better = np.flatnonzero(negated < kth)
+    tied = np.flatnonzero(negated == kth)[: k - better.size]
+    candidates = np.concatenate([better, tied])
+    return candidates[np.lexsort((candidates, negated[candidates]))]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_top_positions_of_long_arrays_equal_the_stable_full_sort(seed: int) -> None:
+    """Long arrays are narrowed by a sample before the k-th value is found: the positions
+    are the stable full sort's (best first, ties by position, also at the cut-off), for
+    heavy ties, a few distinct values, all equal, float32 and float64, and equal to the
+    whole-array partition's where NaN is present."""
+    import decisionrag._ranked as ranked
+
+    rng = np.random.default_rng(100 + seed)
+    size = int(rng.integers(ranked.SAMPLED_FROM, 40_000))
+    dtype = np.float32 if seed % 2 else np.float64
+    kind = seed % 4
+    if kind == 0:
+        scores = rng.random(size).astype(dtype)
+    elif kind == 1:
+        scores = rng.choice(np.asarray([0, 0, 0.5, 1, 1.5, 2], dtype=dtype), size)
+    elif kind == 2:
+        scores = np.round(rng.normal(size=size), 2).astype(dtype)
+    else:
+        scores = np.zeros(size, dtype=dtype)
+    for k in (1, 7, 100, 1000, size // 8, size // 8 + 1, int(rng.integers(1, size // 8))):
+        expected = np.argsort(-scores, kind="stable")[:k]
+        assert ranked.top_positions(scores, k).tolist() == expected.tolist(), (kind, k)
+    with_nan = scores.copy()
+    with_nan[rng.integers(0, size, 50)] = np.nan
+    for k in (1, 100, 1000):
+        assert (ranked.top_positions(with_nan, k).tolist()
+                == _best_first_by_full_partition(with_nan, k).tolist())

@@ -29,11 +29,36 @@ def top_positions(scores: np.ndarray, k: int) -> np.ndarray:
 
 def _best_first(scores: np.ndarray, k: int) -> np.ndarray:
     negated = -scores
-    kth = np.partition(negated, k - 1)[k - 1]
-    better = np.flatnonzero(negated < kth)
-    tied = np.flatnonzero(negated == kth)[: k - better.size]
+    near = _sampled_near(negated, k)
+    if near is None:
+        kth = np.partition(negated, k - 1)[k - 1]
+        better = np.flatnonzero(negated < kth)
+        tied = np.flatnonzero(negated == kth)[: k - better.size]
+    else:  # the same k-th value, partitioned among far fewer
+        values = negated[near]
+        kth = np.partition(values, k - 1)[k - 1]
+        better = near[values < kth]
+        tied = near[values == kth][: k - better.size]
     candidates = np.concatenate([better, tied])
-    return candidates[np.lexsort((candidates, negated[candidates]))]
+    # each part ascending, and no value in both: a stable sort keeps ties in position order
+    return candidates[np.argsort(negated[candidates], kind="stable")]
+
+
+SAMPLED_FROM = 8_192  # arrays at least this long (and 8 k) are narrowed by a sample first
+
+
+def _sampled_near(negated: np.ndarray, k: int) -> np.ndarray | None:
+    """Ascending positions of the values at or below a bound taken from every 8th value
+    (a little past its k/8-th smallest), when at least k values are (so the k-th smallest
+    is among them, and every value below it or tied with it); None otherwise (a short
+    array, a bound too low, NaN), where the whole array is partitioned."""
+    if negated.size < SAMPLED_FROM or 8 * k > negated.size:
+        return None
+    sample = negated[::8]
+    rank = min(sample.size - 1, k // 8 + k // 32 + 8)
+    bound = np.partition(sample, rank)[rank]
+    near = np.flatnonzero(negated <= bound)
+    return near if near.size >= k else None
 
 
 def _near_the_top(scores: np.ndarray, k: int) -> np.ndarray | None:
