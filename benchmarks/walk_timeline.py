@@ -68,7 +68,7 @@ def install() -> None:
     walk.with_extra_passages = marked(walk.with_extra_passages, "walk.with_extra_passages (hybrid)")
     _ranking.rescore = marked_async(_ranking.rescore, "rescoring pass")
     judge = _embedded.EmbeddedJudge
-    judge._binary_many = marked(judge._binary_many, "judge thread: a level")
+    judge._binary_level = marked(judge._binary_level, "judge thread: a level")
     judge.query_vector = marked(judge.query_vector, "judge thread: query encoding")
     judge._fill_own_and_best = marked(judge._fill_own_and_best, "judge: products")
     judge._lexical = marked(judge._lexical, "judge: word scores")

@@ -187,8 +187,8 @@ def test_a_level_of_distinct_nodes_ranks_as_before_and_makes_its_dict_later(tmp_
 def test_a_rescored_level_makes_its_dicts_only_when_asked_each_with_its_own_scores(
         tmp_path: Path) -> None:
     """A rescoring pass over a level whose dict waits leaves both dicts unmade: the stage's,
-    when read, holds the judged scores; the ranking's, the rescored ones at their keys;
-    read before any rescoring, the two are one dict, made once. The keys are listed for the
+    when read, holds the judged scores; the ranking's, the rescored ones at their keys; the
+    ranking's made before any rescoring is the stage's too. The keys are listed for the
     stage while the judge answers (a level of runs lists them through a callable)."""
     import numpy as np
 
@@ -222,7 +222,10 @@ def test_a_rescored_level_makes_its_dicts_only_when_asked_each_with_its_own_scor
     again = Ranking.of(nodes, values, list(keys), distinct=True)
     shared = StageTrace("page", 1, len(nodes), list(keys))
     again.share_with(shared)
-    assert shared.scores is again.scores  # read first through the stage: one dict
+    assert again.scores is shared.scores  # the ranking's made first: the stage's too
+    first = StageTrace("page", 1, len(nodes), list(keys))
+    Ranking.of(nodes, values, list(keys), distinct=True).share_with(first)
+    assert first.scores == dict(zip(keys, values, strict=True))  # the stage's read first
 
 
 def test_a_page_level_s_scores_are_made_during_the_next_wait(tmp_path: Path) -> None:

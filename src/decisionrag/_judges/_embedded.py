@@ -35,14 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import hashlib
-import inspect
 import itertools
 import operator
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,10 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from .._deadline import active_deadline
 from .._embed import share_row_similarities, shared_query_vector
 from .._errors import JudgeConfigError, JudgeProtocolError, JudgeRequestError
-from .._progress import Step
 from .._query import current_shared_work
 from .._words import CountedText, Lexicon
 from ._base import (
@@ -63,6 +58,7 @@ from ._base import (
     ChoiceRequest,
     ChoiceResult,
     Judge,
+    LevelAnswers,
     Limits,
     Reads,
     Usage,
@@ -75,6 +71,16 @@ from ._base import (
 from ._calibration import DEFAULT_CALIBRATION, Calibration
 from ._evidence import Level, RecurringLists, RowsPlan, fill_own_and_best, token_estimates
 from ._options import JudgeOptions
+from ._text_vectors import (
+    ENCODE_CHARS,
+    CacheStats,
+    DeadlineStep,
+    VectorCache,
+    check_deadline,
+    pieces,
+    reports_progress,
+    text_digest,
+)
 
 DEFAULT_LRU_SIZE = 50_000  # about 75 MB of 384-d float32 vectors
 # Part rows read per request at most; beyond it a candidate is read through its own row only
@@ -91,49 +97,6 @@ DEFAULT_WORKERS = 1
 # thread when the query's vector is in memory: work under a millisecond (a rescoring pass, a
 # passage stage), of which the hand-offs to the judge's thread and back would be a fair share.
 INLINE_CANDIDATES = 1_000
-# characters encoded at once by an encoder that cannot report its progress (the query's
-# deadline is checked between such pieces; the bundled encoders are checked after every
-# forward pass instead, through their progress step)
-ENCODE_CHARS = 20_000
-
-
-def text_digest(model: str, text: str) -> str:
-    return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()
-
-
-@dataclass(slots=True)
-class CacheStats:
-    """What the in-memory embedding cache did: calls to the encoder, texts encoded, hits."""
-
-    encoder_calls: int = 0
-    encoded: int = 0
-    memory_hits: int = 0
-
-
-class VectorCache:
-    """An in-process LRU of vectors by digest (queries, and texts of candidates without
-    stored vectors)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._memory: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, digest: str) -> np.ndarray | None:
-        with self._lock:
-            vector = self._memory.get(digest)
-            if vector is not None:
-                self._memory.move_to_end(digest)
-            return vector
-
-    def put(self, digest: str, vector: np.ndarray) -> None:
-        with self._lock:
-            self._memory[digest] = vector
-            self._memory.move_to_end(digest)
-            while len(self._memory) > self.size:
-                self._memory.popitem(last=False)
-
-
 class EmbeddedJudge(Judge):
     """Decisions from stored vectors, words and the query's embedding, calibrated in view of
     the request."""
@@ -193,11 +156,11 @@ class EmbeddedJudge(Judge):
         with self._encode_lock:
             found = {d: v for d in missing if (v := self.cache.get(d)) is not None}
             todo = list((d, t) for d, t in missing.items() if d not in found)
-            reports = _reports_progress(self.encoder)
-            for part in [todo] if reports else _pieces(todo, ENCODE_CHARS):
-                _check_deadline(self.name)
+            reports = reports_progress(self.encoder)
+            for part in [todo] if reports else pieces(todo, ENCODE_CHARS):
+                check_deadline(self.name)
                 texts = [t for _, t in part]
-                encoded = np.asarray(self.encoder.encode(texts, progress=_DeadlineStep(self.name))
+                encoded = np.asarray(self.encoder.encode(texts, progress=DeadlineStep(self.name))
                                      if reports else self.encoder.encode(texts), dtype=np.float32)
                 self.stats.encoder_calls += 1
                 self.stats.encoded += len(part)
@@ -337,6 +300,52 @@ class EmbeddedJudge(Judge):
         length, one lexical pass), then each request's P(yes) is formed from its own slice.
         The same values as one `binary` per request, bit for bit."""
         return list(await self._on_worker(self._binary_many, list(requests)))
+
+    async def binary_level(self, requests: Sequence[BinaryRequest]) -> LevelAnswers:
+        """`binary_many` as one array (what a walk reads a level by): where every request
+        holds questions of one query over stored rows, the level's P(yes) as computed, with
+        one usage for all; otherwise `binary_many`'s results, gathered into it."""
+        return await self._on_worker(self._binary_level, list(requests))
+
+    def _binary_level(self, requests: list[BinaryRequest]) -> LevelAnswers:
+        start = time.perf_counter()
+        found = self._level_at_once(requests) if requests else None
+        if found is None:
+            return LevelAnswers.of(requests, self._binary_many(requests), self.name)
+        level, bounds, p_yes, query = found
+        estimates = self._tokens_many(query, level.candidates, bounds, level)
+        cost = None
+        for tokens in estimates:  # summed as adding each request's usage sums it
+            each = self.cost(tokens)
+            cost = each if cost is None else cost + (each or 0.0)
+        usage = Usage(requests=len(requests), input_tokens=sum(estimates),
+                      seconds=time.perf_counter() - start, cost_usd=cost, estimated=True)
+        return LevelAnswers(p_yes, bounds, usage)
+
+    def _level_at_once(self, requests: list[BinaryRequest]
+                       ) -> tuple[Level, np.ndarray, np.ndarray, str] | None:
+        """A level whose requests all ask about one query with the same statistics over
+        stored rows, and whose answers all check: (level, bounds, P(yes), query); None for
+        anything else (`binary_many` then answers request by request)."""
+        first = requests[0]
+        if not all(r.questions and r.statistics is first.statistics for r in requests):
+            return None
+        try:
+            queries = {self._query(r, len(r.questions)) for r in requests}
+        except Exception:
+            return None
+        if len(queries) != 1:
+            return None
+        level = self._level([r.candidates for r in requests])
+        if level.starts is None:  # texts to embed among the candidates
+            return None
+        query = queries.pop()
+        bounds = np.cumsum([0, *(len(r.candidates) for r in requests)])
+        p_yes = self.calibration.p_yes_many(self._scores_of_many(query, requests, level, bounds),
+                                            bounds)
+        if not bool(((p_yes >= 0.0) & (p_yes <= 1.0)).all()):  # NaN fails both
+            return None
+        return level, bounds, p_yes, query
 
     def _binary_many(self, requests: list[BinaryRequest]) -> list[BinaryResult | BaseException]:
         start = time.perf_counter()
@@ -501,46 +510,6 @@ def _checked_slices(p_yes: np.ndarray, bounds: np.ndarray, expected: list[int], 
         except JudgeProtocolError as exc:
             checked.append(exc)
     return checked
-
-
-def _pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, str]]]:
-    """`items` (digest, text) in consecutive pieces of about `chars` characters of text."""
-    pieces: list[list[tuple[str, str]]] = [[]]
-    size = 0
-    for item in items:
-        if pieces[-1] and size + len(item[1]) > chars:
-            pieces.append([])
-            size = 0
-        pieces[-1].append(item)
-        size += len(item[1])
-    return [piece for piece in pieces if piece]
-
-
-class _DeadlineStep(Step):
-    """A silent progress step that stops the encoding it follows once the query's deadline
-    has passed (checked after every forward pass)."""
-
-    def __init__(self, who: str) -> None:
-        super().__init__("", enabled=False)
-        self.who = who
-
-    def advance(self, n: float = 1, cost: float = 0.0) -> None:
-        _check_deadline(self.who)
-        super().advance(n, cost=cost)
-
-
-def _reports_progress(encoder: Any) -> bool:
-    """Whether the encoder's `encode` takes a progress step (the bundled ones do)."""
-    try:
-        return "progress" in inspect.signature(encoder.encode).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _check_deadline(who: str) -> None:
-    scope = active_deadline()
-    if scope is not None and scope.remaining() <= 0:
-        raise scope.expired_error(who, "while candidates were being embedded")
 
 
 def searched_text(request: BinaryRequest | ChoiceRequest) -> str:

@@ -24,7 +24,15 @@ from .._errors import (
     JudgeUnavailable,
     NavigationError,
 )
-from .._judges import BinaryRequest, BinaryResult, ChoiceRequest, ChoiceResult, Judge, Usage
+from .._judges import (
+    BinaryRequest,
+    BinaryResult,
+    ChoiceRequest,
+    ChoiceResult,
+    Judge,
+    LevelAnswers,
+    Usage,
+)
 from .._judges._evidence import RecurringLists
 from .._words import Lexicon
 from ._config import OnFailure, StageSettings
@@ -133,6 +141,8 @@ class LevelEngine:
                 pending.cancel()
                 raise
         results = await pending
+        if isinstance(results, LevelAnswers):
+            return self._level_values(stage, requests, results, len(entries), start)
         values: list[float] = []  # the requests are consecutive runs of `entries`
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, BaseException):
@@ -152,6 +162,24 @@ class LevelEngine:
         self._idle_since = time.perf_counter()
         stage.seconds += self._idle_since - start
         return values
+
+    def _level_values(self, stage: StageTrace, requests: list[BinaryRequest],
+                      answers: LevelAnswers, n: int, start: float) -> list[float]:
+        """`judge_entries`' values from a level answered at once: the same accounting as
+        its requests' results one by one (a failed request's candidates unjudged)."""
+        values = answers.probabilities
+        for index, error in answers.failed.items():
+            self.unjudged(stage, error, len(requests[index].questions), len(requests))
+            values[answers.bounds[index]:answers.bounds[index + 1]] = UNJUDGED
+        if len(answers.failed) < len(requests):
+            self.account(stage, answers.usage, requests[0], None)
+        if stage.unjudged and stage.unjudged == n:
+            raise in_stage(next(iter(answers.failed.values())), stage,
+                           f"all {len(requests)} request(s) failed")
+        self._idle_since = time.perf_counter()
+        stage.seconds += self._idle_since - start
+        listed: list[float] = values.tolist()
+        return listed
 
     def packed(self, entries: Sequence[Entry], kind: Kind, *, overhead: int,
                max_candidates: int | None, max_tokens: int | None,
@@ -250,7 +278,7 @@ class LevelEngine:
         async with self._slots:
             return await self.judge.binary(request)
 
-    def send_all(self, requests: list[BinaryRequest]) -> asyncio.Future[list[Any]]:
+    def send_all(self, requests: list[BinaryRequest]) -> asyncio.Future[Any]:
         """All of a level's requests at once, each answered by a result or its error: in one
         call to a judge that computes them together (`Judge.batches`), else one call each
         within the walk's concurrency."""
@@ -258,8 +286,11 @@ class LevelEngine:
             return asyncio.ensure_future(self._send_batch(requests))
         return asyncio.gather(*(self.send(request) for request in requests), return_exceptions=True)
 
-    async def _send_batch(self, requests: list[BinaryRequest]) -> list[Any]:
+    async def _send_batch(self, requests: list[BinaryRequest]) -> list[Any] | LevelAnswers:
         async with self._slots:
+            at_once = getattr(self.judge, "binary_level", None)
+            if at_once is not None:  # one array for the level, not a list per request
+                return cast(LevelAnswers, await at_once(requests))
             return list(await self.judge.binary_many(requests))
 
     def account(

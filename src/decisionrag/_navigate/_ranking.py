@@ -104,30 +104,23 @@ class Ranking:
         return self._scores is None
 
     def share_with(self, stage: StageTrace) -> None:
-        """Let `stage` hold the scores as judged: this ranking's dict, now or once made; or,
-        when the stage's are read first (or after a rescoring pass changed this ranking's),
-        a dict of its own made then."""
+        """Let `stage` hold the scores as judged: this ranking's dict, now or once made (before
+        a rescoring pass changes it); or, when the stage's are read first, a dict of their own
+        made then."""
         if self._scores is not None:
             stage.scores = self._scores
             return
         self._stage = stage
-        keys, judged = self._keys, self._raw
-
-        def made() -> dict[str, float]:
-            if self._stage is stage:  # not rescored: made once, for both
-                return self.scores
-            listed = keys
-            if callable(listed):
-                listed = stage.candidates if len(stage.candidates) == len(judged) else listed()
-            return dict(zip(listed, judged, strict=True))
-
-        stage.scores_when_read(made)
+        # (neither the stage nor this ranking in the maker: a finished walk is in no cycle)
+        stage.scores_when_read(functools.partial(_judged_scores, self._keys, self._raw))
 
     def list_keys(self, stage: StageTrace) -> None:
         """List the keys left to a callable, as the candidates of `stage` (whose list waited
         for them too)."""
         if callable(self._keys):
-            self._keys = stage.candidates = self._keys()
+            self._keys = stage.candidates = listed = self._keys()
+            if self._stage is stage and self._scores is None:  # its dict, when read, from them
+                stage.scores_when_read(functools.partial(_judged_scores, listed, self._raw))
 
     def rescored(self, positions: npt.NDArray[np.int64], fresh: dict[str, float]) -> None:
         """Take the rescored scores (`fresh`, by key) of the nodes at `positions` (distinct
@@ -166,6 +159,13 @@ class Ranking:
     def keep_count(self, settings: StageSettings) -> int:
         """How many survive: the level's budget (pruning)."""
         return settings.keep_count(len(self.nodes), [self.score_at(i) for i in self.positions(1)])
+
+
+def _judged_scores(keys: Sequence[str] | Callable[[], list[str]],
+                   judged: Sequence[float] | npt.NDArray[np.float64]) -> dict[str, float]:
+    """A level's scores by key as judged (a stage's dict, made when first read)."""
+    values = judged.tolist() if isinstance(judged, np.ndarray) else judged
+    return dict(zip(keys() if callable(keys) else keys, values, strict=True))
 
 
 def best_first(values: npt.NDArray[np.float64], n: int | None = None) -> list[int]:
