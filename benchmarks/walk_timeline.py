@@ -68,7 +68,8 @@ def install() -> None:
     walk.with_extra_passages = marked(walk.with_extra_passages, "walk.with_extra_passages (hybrid)")
     _ranking.rescore = marked_async(_ranking.rescore, "rescoring pass")
     judge = _embedded.EmbeddedJudge
-    judge._binary_level = marked(judge._binary_level, "judge thread: a level")
+    level = "_binary_level" if hasattr(judge, "_binary_level") else "_binary_many"  # (older code)
+    setattr(judge, level, marked(getattr(judge, level), "judge thread: a level"))
     judge.query_vector = marked(judge.query_vector, "judge thread: query encoding")
     judge._fill_own_and_best = marked(judge._fill_own_and_best, "judge: products")
     judge._lexical = marked(judge._lexical, "judge: word scores")
