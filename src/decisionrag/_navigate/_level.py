@@ -142,7 +142,7 @@ class LevelEngine:
                 raise
         results = await pending
         if isinstance(results, LevelAnswers):
-            return self._level_values(stage, requests, results, len(entries), start)
+            return self._level_values(stage, requests, results, start)
         values: list[float] = []  # the requests are consecutive runs of `entries`
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, BaseException):
@@ -164,21 +164,13 @@ class LevelEngine:
         return values
 
     def _level_values(self, stage: StageTrace, requests: list[BinaryRequest],
-                      answers: LevelAnswers, n: int, start: float) -> list[float]:
-        """`judge_entries`' values from a level answered at once: the same accounting as
-        its requests' results one by one (a failed request's candidates unjudged)."""
-        values = answers.probabilities
-        for index, error in answers.failed.items():
-            self.unjudged(stage, error, len(requests[index].questions), len(requests))
-            values[answers.bounds[index]:answers.bounds[index + 1]] = UNJUDGED
-        if len(answers.failed) < len(requests):
-            self.account(stage, answers.usage, requests[0], None)
-        if stage.unjudged and stage.unjudged == n:
-            raise in_stage(next(iter(answers.failed.values())), stage,
-                           f"all {len(requests)} request(s) failed")
+                      answers: LevelAnswers, start: float) -> list[float]:
+        """`judge_entries`' values from a level answered at once, accounted as its requests'
+        results one by one."""
+        self.account(stage, answers.usage, requests[0], None)
         self._idle_since = time.perf_counter()
         stage.seconds += self._idle_since - start
-        listed: list[float] = values.tolist()
+        listed: list[float] = answers.probabilities.tolist()
         return listed
 
     def packed(self, entries: Sequence[Entry], kind: Kind, *, overhead: int,
@@ -289,8 +281,9 @@ class LevelEngine:
     async def _send_batch(self, requests: list[BinaryRequest]) -> list[Any] | LevelAnswers:
         async with self._slots:
             at_once = getattr(self.judge, "binary_level", None)
-            if at_once is not None:  # one array for the level, not a list per request
-                return cast(LevelAnswers, await at_once(requests))
+            if at_once is not None:  # one array for the level where it can, not a list per request
+                found = await at_once(requests)
+                return found if isinstance(found, LevelAnswers) else list(found)
             return list(await self.judge.binary_many(requests))
 
     def account(

@@ -83,8 +83,7 @@ class Ranking:
             stage = self._stage
             if stage is not None:
                 self.list_keys(stage)
-            keys = self._keys
-            assert not callable(keys)
+            keys = self._keys() if callable(self._keys) else self._keys  # (no stage waits)
             raw = self._raw.tolist() if isinstance(self._raw, np.ndarray) else self._raw
             self._scores = dict(zip(keys, raw, strict=True))
             self._keys, self._raw = (), ()

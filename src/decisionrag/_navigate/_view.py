@@ -240,13 +240,11 @@ class TreeView:
         (a walk's hybrid candidates are mostly passages it has not met)."""
         cache = self._cache
         missing = [i for i in node_ids if i not in cache]
-        if missing:
-            if len(cache) + len(missing) > NODE_CACHE_NODES:
-                cache.clear()  # full: start again, as `node` does
-            for node in self.tree.nodes(missing):
-                cache[node.id] = node
-            if any(i not in cache for i in node_ids):  # let go just now: read each again
-                return [self.node(i) for i in node_ids]
+        if missing and len(cache) + len(missing) > NODE_CACHE_NODES:
+            cache.clear()  # full: start again, as `node` does (and read them all)
+            missing = list(node_ids)
+        for node in self.tree.nodes(missing):
+            cache[node.id] = node
         return [cache[i] for i in node_ids]
 
     def page(self, key: str) -> Node | None:
