@@ -41,6 +41,9 @@ def test_every_wrapper_forwards_what_the_judge_declares(tmp_path: Path) -> None:
         assert (wrapper.name, wrapper.limits, wrapper.price_per_million_input) == (
             "reader", inner.limits, 0.5)
         assert wrapper.count_tokens("a b c d e f g h") == inner.count_tokens("a b c d e f g h")
+        assert wrapper.computes_here is inner.computes_here is True  # a scripted judge's
+    inner.computes_here = False  # (as if reached over the network: a walk uses its waits)
+    assert not any(wrapper.computes_here for wrapper in wrappers(inner, tmp_path))
 
 
 def test_a_wrapper_changes_what_it_forwards_only_at_its_inner_judge(tmp_path: Path) -> None:
@@ -48,6 +51,8 @@ def test_a_wrapper_changes_what_it_forwards_only_at_its_inner_judge(tmp_path: Pa
     wrapper = JudgeWrapper(inner)
     with pytest.raises(AttributeError, match="inner judge"):
         wrapper.reads = Reads()
+    with pytest.raises(AttributeError, match="inner judge"):
+        wrapper.computes_here = True
     inner.reads = Reads(statistics=True)
     assert wrapper.reads == Reads(statistics=True)  # read through, never copied
 

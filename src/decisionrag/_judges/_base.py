@@ -259,6 +259,9 @@ class Judge(ABC):
     price_per_million_input: float | None = None
     reads: Reads = Reads()
     batches: bool = False  # `binary_many` computes a level's requests together
+    # answers are computed in this process (its threads want the interpreter while a walk
+    # waits); False for a judge reached over the network, whose waits leave this one idle
+    computes_here: bool = False
 
     @abstractmethod
     async def binary(self, request: BinaryRequest) -> BinaryResult:
@@ -343,6 +346,14 @@ class JudgeWrapper(Judge):
     @reads.setter
     def reads(self, value: Reads) -> None:
         _refuse("reads")
+
+    @property
+    def computes_here(self) -> bool:
+        return self.inner.computes_here
+
+    @computes_here.setter
+    def computes_here(self, value: bool) -> None:
+        _refuse("computes_here")
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
         return await self.inner.binary(request)

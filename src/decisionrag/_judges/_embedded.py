@@ -102,6 +102,7 @@ class EmbeddedJudge(Judge):
     the request."""
 
     batches = True  # a level's requests are computed together (`binary_many`)
+    computes_here = True
 
     def __init__(self, encoder: Any, *, lru_size: int = DEFAULT_LRU_SIZE,
                  calibration: Calibration | None = None, name: str = "embedded",

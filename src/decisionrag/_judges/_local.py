@@ -148,6 +148,8 @@ def _chunks(lengths: Sequence[int], budget: int) -> list[range]:
 class LocalJudge(Judge):
     """A causal LM from `transformers` answering yes/no and choice questions by its logits."""
 
+    computes_here = True
+
     def __init__(self, model: Any, tokenizer: Any, *,
                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, name: str = "local") -> None:
         self.model = model.eval()

@@ -54,6 +54,8 @@ class ScriptedJudge(Judge):
     Choice answers come from `choice_scores` (normalised), else from the binary scores.
     """
 
+    computes_here = True  # answers at once: a walk has no wait to use
+
     def __init__(
         self,
         scores: Scores | None = None,
@@ -117,6 +119,8 @@ class SimulatedJudge(ScriptedJudge):
     capacity for a whole level in flight; pass `limits` (or the ids' ``max_questions=N``,
     ``max_tokens=N``) to mimic a self-hosted server. Scores default to `hashed_score`.
     """
+
+    computes_here = False  # it stands for a judge reached over the network
 
     def __init__(
         self,

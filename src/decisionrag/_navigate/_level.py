@@ -11,11 +11,12 @@ and local work.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from .._errors import (
     DeadlineExceeded,
@@ -49,7 +50,9 @@ from ._render import (
 )
 from ._result import StageTrace, Trace
 
-ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[None]]
+# work for a judge wait (until the future is done); True when it has nothing left to do
+ReadAhead = Callable[["asyncio.Future[Any]"], Awaitable[bool]]
+R = TypeVar("R")
 UNJUDGED = 0.0  # the score of a candidate whose request failed: after every judged one
 
 
@@ -85,6 +88,14 @@ class LevelEngine:
             asyncio.Semaphore(concurrency) if concurrency else nullcontext()
         )
         self._deferred: list[Callable[[], object]] = []  # see `defer`
+        # what a judge wait with no reading ahead of its own does (the walk sets it to read
+        # the groups not yet cached: a cold cache then fills in every wait, not only the first)
+        self.idle: ReadAhead | None = None
+        # a judge that answers from elsewhere leaves the waits idle here: the collector's
+        # young generations are collected in them (not in the walk's own work, where the
+        # allocations of a 16,000-page level would otherwise start a collection); a judge
+        # that computes in this process would be held up by it
+        self.collects_in_waits = not judge.computes_here
 
     def new_stage(self, name: str, candidates: list[str], n: int | None = None) -> StageTrace:
         """The next stage, judging `candidates` (or `n` of them, listed later)."""
@@ -129,17 +140,7 @@ class LevelEngine:
         stage.contexts += len(requests)
         start = self.sending(stage)
         pending = self.send_all(requests)
-        if read_ahead is not None or self._deferred:
-            try:
-                # let the requests go out first: the work below would otherwise run before
-                # any of them started (and their answers come back that much later)
-                await asyncio.sleep(0)
-                self.run_deferred()
-                if read_ahead is not None:
-                    await read_ahead(pending)
-            except BaseException:
-                pending.cancel()
-                raise
+        await self.use_wait(pending, read_ahead if read_ahead is not None else self.idle)
         results = await pending
         if isinstance(results, LevelAnswers):
             return self._level_values(stage, requests, results, start)
@@ -249,7 +250,7 @@ class LevelEngine:
         start = self.sending(stage)
         try:
             async with self._slots:
-                result = await self.judge.choice(request)
+                result = await self._using_wait(self.judge.choice(request))
         except (JudgeUnavailable, JudgeProtocolError) as exc:
             self.unjudged(stage, exc, len(request.options), 1)
             self._idle_since = time.perf_counter()
@@ -257,6 +258,36 @@ class LevelEngine:
         self.account(stage, result.usage, request, start)
         self._idle_since = time.perf_counter()
         return result
+
+    async def _using_wait(self, answer: Awaitable[R]) -> R:
+        """`answer`, awaited while `use_wait` uses the wait (when it has work)."""
+        if not self._has_work(self.idle):
+            return await answer
+        pending = asyncio.ensure_future(answer)
+        await self.use_wait(pending, self.idle)
+        return await pending
+
+    def _has_work(self, read_ahead: ReadAhead | None) -> bool:
+        return read_ahead is not None or bool(self._deferred) or self.collects_in_waits
+
+    async def use_wait(self, pending: asyncio.Future[Any], read_ahead: ReadAhead | None) -> None:
+        """Use the wait for `pending` (requests just sent): the deferred bookkeeping, the
+        collector's young generations (`collect_young`), then `read_ahead` until `pending`
+        is done. `pending` is cancelled if this fails."""
+        if not self._has_work(read_ahead):
+            return
+        try:
+            # let the requests go out first: the work below would otherwise run before
+            # any of them started (and their answers come back that much later)
+            await asyncio.sleep(0)
+            self.run_deferred()
+            if self.collects_in_waits:
+                collect_young()
+            if read_ahead is not None and await read_ahead(pending) and read_ahead is self.idle:
+                self.idle = None  # every later wait of this walk would find nothing to do
+        except BaseException:
+            pending.cancel()
+            raise
 
     def sending(self, stage: StageTrace) -> float:
         """Book the local work since the last answer (tree reads, rendering, splitting) on
@@ -324,3 +355,14 @@ class _PackedLevel(tuple[RequestPart, ...]):
 def _smallest(*limits: int | None) -> int | None:
     present = [limit for limit in limits if limit is not None]
     return min(present) if present else None
+
+
+def collect_young() -> None:
+    """Collect now the young generation the allocator would collect next (the middle one
+    with it when that one is due), unless collection is off or left to the program
+    (`gc.disable`, a zero threshold). Nothing else changes: thresholds and the oldest
+    generation are left to Python."""
+    thresholds = gc.get_threshold()
+    if not gc.isenabled() or thresholds[0] <= 0:
+        return
+    gc.collect(1 if gc.get_count()[1] >= thresholds[1] else 0)

@@ -12,9 +12,9 @@ import operator
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from ._render import LINE_TOKENS, Entry, EntryRuns, header_lines
+from ._render import LINE_TOKENS, Entry, EntryRuns, header_lines, header_lines_from, shared_depth
 
 _TOKENS = operator.attrgetter("tokens")
 _BLOCK = operator.attrgetter("block")
@@ -97,10 +97,11 @@ class _Costs:
         self.follow = [0] * len(self.line)
         previous: tuple[str, ...] = ()
         start = 0
+        header_tokens = _header_counter(cost)
         for block, run in itertools.groupby(self.blocks):
             if block not in self.headers:
-                self.headers[block] = _header_tokens((), block, cost)
-            self.follow[start] = _header_tokens(previous, block, cost)
+                self.headers[block] = header_tokens((), block)
+            self.follow[start] = header_tokens(previous, block)
             previous = block
             start += len(list(run))
         self.steps = [0, *itertools.accumulate(map(operator.add, self.line, self.follow))]
@@ -198,40 +199,27 @@ class _RunCosts(_Costs):
         self.follows: list[int] = []  # header tokens before each segment's first entry
         self.at: list[int] = [0]  # `steps` at each segment's first entry, then the total
         previous: tuple[str, ...] = ()
+        header_tokens = _header_counter(cost)
         for run, start, end in entries.segments:
             if start == end:  # no entry: nothing printed (`locate` never lands on it)
                 self.follows.append(0)
                 self.at.append(self.at[-1])
                 continue
             if run.block not in self.headers:
-                self.headers[run.block] = _header_tokens((), run.block, cost)
-            follow = _header_tokens(previous, run.block, cost)
+                self.headers[run.block] = header_tokens((), run.block)
+            follow = header_tokens(previous, run.block)
             self.follows.append(follow)
             steps = run.cost_steps
             self.at.append(self.at[-1] + follow + steps[end] - steps[start])
             previous = run.block
         # the segment that begins at each start (a block's bounds are segments' starts)
         self.beginning = {at: k for k, at in enumerate(entries.starts)}
-        self.line = _PerEntry(self, _RunCosts._line_at)
-        self.follow = _PerEntry(self, _RunCosts._follow_at)
-        self.steps = _PerEntry(self, _RunCosts._step_at, extra=1)
-
-    def _line_at(self, i: int) -> int:
-        k, at = self.runs.locate(i)
-        return self.runs.segments[k][0].costs[at]  # type: ignore[index]  # `_counted`
-
-    def _follow_at(self, i: int) -> int:
-        k, at = self.runs.locate(i)
-        return self.follows[k] if at == self.runs.segments[k][1] else 0
-
-    def _step_at(self, i: int) -> int:
-        if i == len(self.runs):
-            return self.at[-1]
-        k, at = self.runs.locate(i)
-        run, start, _ = self.runs.segments[k]
-        if at == start:
-            return self.at[k]
-        return self.at[k] + self.follows[k] + run.cost_steps[at] - run.cost_steps[start]
+        # the per-entry views read a table of their own, not this object: no reference
+        # cycle, so a level's costs are freed when packed, not by the next collection
+        table = _RunTable(entries, self.follows, self.at)
+        self.line = _PerEntry(table, _RunTable.line_at, len(entries))
+        self.follow = _PerEntry(table, _RunTable.follow_at, len(entries))
+        self.steps = _PerEntry(table, _RunTable.step_at, len(entries) + 1)
 
     def opening(self, i: int) -> int:
         k = self.beginning.get(i)
@@ -249,14 +237,40 @@ class _RunCosts(_Costs):
         return self.at[-1]
 
 
+class _RunTable(NamedTuple):
+    """What `_RunCosts`' per-entry views read: the runs, each segment's header tokens and
+    the prefix sums at each segment's first entry (then the total)."""
+
+    runs: EntryRuns
+    follows: list[int]
+    at: list[int]
+
+    def line_at(self, i: int) -> int:
+        k, at = self.runs.locate(i)
+        return self.runs.segments[k][0].costs[at]  # type: ignore[index]  # `_counted`
+
+    def follow_at(self, i: int) -> int:
+        k, at = self.runs.locate(i)
+        return self.follows[k] if at == self.runs.segments[k][1] else 0
+
+    def step_at(self, i: int) -> int:
+        if i == len(self.runs):
+            return self.at[-1]
+        k, at = self.runs.locate(i)
+        run, start, _ = self.runs.segments[k]
+        if at == start:
+            return self.at[k]
+        return self.at[k] + self.follows[k] + run.cost_steps[at] - run.cost_steps[start]
+
+
 class _PerEntry:
     """A read-only per-entry list of `_RunCosts`, each item computed when read (what
     `bisect` and `cut` index into)."""
 
-    __slots__ = ("_costs", "_item", "_len")
+    __slots__ = ("_item", "_len", "_table")
 
-    def __init__(self, costs: _RunCosts, item: Callable[[_RunCosts, int], int], extra: int = 0) -> None:
-        self._costs, self._item, self._len = costs, item, len(costs.runs) + extra
+    def __init__(self, table: _RunTable, item: Callable[[_RunTable, int], int], length: int) -> None:
+        self._table, self._item, self._len = table, item, length
 
     def __len__(self) -> int:
         return self._len
@@ -264,7 +278,7 @@ class _PerEntry:
     def __getitem__(self, index: int) -> int:
         if not 0 <= index < self._len:
             raise IndexError("index out of range")
-        return self._item(self._costs, index)
+        return self._item(self._table, index)
 
 
 class _Indexed(Protocol):
@@ -275,29 +289,37 @@ class _Indexed(Protocol):
     def __getitem__(self, index: int, /) -> int: ...
 
 
-# `_header_tokens`, kept per cost function while it lives (a view's counter lives with its
+# header costs (`_header_counter`), kept per cost function while it lives (a view's counter lives with its
 # navigator; a bound method, made anew at each reading, keeps nothing)
-_HeaderChange = tuple[tuple[str, ...], tuple[str, ...]]  # (previous header path, next)
+_HeaderChange = tuple[int, tuple[str, ...]]  # (headers shared with the previous path, next path)
 _HEADER_TOKENS: weakref.WeakKeyDictionary[Callable[[str], int], dict[_HeaderChange, int]] = (
     weakref.WeakKeyDictionary())
 _HEADER_TOKENS_KEPT = 65_536  # header changes kept per cost function, at most
 
 
-def _header_tokens(previous: tuple[str, ...], block: tuple[str, ...], cost: Callable[[str], int]) -> int:
-    """What the header lines printed between `previous` and `block` cost, kept: a page level
-    passes the same header runs query after query (150 at NQ size), each line otherwise
-    cleaned and counted again."""
+def _header_counter(cost: Callable[[str], int]) -> Callable[[tuple[str, ...], tuple[str, ...]], int]:
+    """What the header lines printed between a previous header path and the next cost, for
+    `cost`, kept: a page level passes the same header runs query after query (150 at NQ
+    size), each line otherwise cleaned and counted again. The table is looked up once per
+    level (a level given as runs asks twice per run)."""
     try:
         kept = _HEADER_TOKENS.setdefault(cost, {})
     except TypeError:  # a counter that takes no weak reference: counted each time
-        return sum(cost(line) for line in header_lines(previous, block))
-    found = kept.get((previous, block))
-    if found is None:
-        found = sum(cost(line) for line in header_lines(previous, block))
-        if len(kept) >= _HEADER_TOKENS_KEPT:
-            kept.clear()
-        kept[(previous, block)] = found
-    return found
+        return lambda previous, block: sum(cost(line) for line in header_lines(previous, block))
+
+    def counted(previous: tuple[str, ...], block: tuple[str, ...]) -> int:
+        # keyed by the shared depth, not the previous path: a page level's families follow
+        # each other in a different order each query, yet print the same lines
+        key = (shared_depth(previous, block), block)
+        found = kept.get(key)
+        if found is None:
+            found = sum(cost(line) for line in header_lines_from(*key))
+            if len(kept) >= _HEADER_TOKENS_KEPT:
+                kept.clear()
+            kept[key] = found
+        return found
+
+    return counted
 
 
 def _smaller(cap: int | None, other: int | None) -> int | None:

@@ -409,13 +409,22 @@ def render_query(query: Query, task: TaskWording) -> str:
 
 
 def header_lines(previous: tuple[str, ...], block: tuple[str, ...]) -> list[str]:
-    """Header lines to print when moving from `previous` to `block`: only the changed depths."""
+    """Header lines to print when moving from `previous` to `block`: only the changed depths
+    (those from `shared_depth` on, so the lines depend on that depth and `block` alone)."""
+    return header_lines_from(shared_depth(previous, block), block)
+
+
+def shared_depth(previous: tuple[str, ...], block: tuple[str, ...]) -> int:
+    """How many leading headers `previous` and `block` share."""
     same = 0
     while same < min(len(previous), len(block)) and previous[same] == block[same]:
         same += 1
-    if same == len(block) and len(previous) == len(block):
-        return []
-    return ["#" * (depth + 1) + " " + clean(block[depth]) for depth in range(same, len(block))]
+    return same
+
+
+def header_lines_from(depth: int, block: tuple[str, ...]) -> list[str]:
+    """The header lines of `block` from `depth` down (none past its end)."""
+    return ["#" * (at + 1) + " " + clean(block[at]) for at in range(depth, len(block))]
 
 
 def render_list(entries: Sequence[Entry], kind: Kind, task: TaskWording) -> str:
@@ -467,11 +476,13 @@ def render_context(
     task: TaskWording,
     notepad: Sequence[str] = (),
     form: QuestionForm = "paper",
+    listed: str | None = None,
 ) -> str:
     """The shared context of one request. `notepad`: keys of pages used earlier in the
     conversation; those among `entries` are named after the list. The compact question form
-    ends the context with the question's wording (`compact_instruction`)."""
-    lines = [PREAMBLE, query_text, "", render_list(entries, kind, task)]
+    ends the context with the question's wording (`compact_instruction`). `listed`:
+    `render_list(entries, kind, task)`, when the caller keeps it."""
+    lines = [PREAMBLE, query_text, "", listed if listed is not None else render_list(entries, kind, task)]
     if notepad:
         numbers = {entry.key: n for n, entry in enumerate(entries, 1)}
         used = [f"{label(kind, task)} {numbers[key]}" for key in notepad if key in numbers]
@@ -508,6 +519,9 @@ class RequestPart:
 
     entries: Sequence[Entry]
     candidates: tuple[Candidate, ...]
+    # the rendered list by (kind, wording): a kept part (a group level's, asked again query
+    # after query) renders its 125 descriptions once, not every query
+    lists: dict[tuple[Kind, TaskWording], str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, entries: Sequence[Entry]) -> RequestPart:
@@ -515,10 +529,18 @@ class RequestPart:
             return cls(entries, entries.candidates())
         return cls(entries, tuple(map(_CANDIDATE, entries)))
 
+    def listed(self, kind: Kind, task: TaskWording) -> str:
+        """`render_list` of the part's entries, kept."""
+        found = self.lists.get((kind, task))
+        if found is None:
+            found = self.lists[(kind, task)] = render_list(self.entries, kind, task)
+        return found
+
     def request(self, query_text: str, kind: Kind, task: TaskWording, notepad: Sequence[str],
                 form: QuestionForm, statistics: Any, search: str, *, rendered: bool) -> BinaryRequest:
         return BinaryRequest(
-            context=(render_context(query_text, self.entries, kind, task, notepad, form)
+            context=(render_context(query_text, self.entries, kind, task, notepad, form,
+                                    self.listed(kind, task))
                      if rendered else ""),
             questions=questions(kind, task, len(self.candidates), form),
             query=query_text,

@@ -205,20 +205,24 @@ class TreeView:
         return self._children_held
 
     async def read_ahead(self, preset: Preset, groups: Sequence[Node], depth: int,
-                         until: asyncio.Future[Any]) -> None:
+                         until: asyncio.Future[Any]) -> bool:
         """Use a judge wait: while `until` (the requests judging `groups`) is pending, read
         the groups' children and build their entries and runs (level `depth`), one group at
         a time, so that the kept groups' pages are cached when the answers come back. Yields after
-        each group (under a millisecond); leaves room in the caches for the walks' own use."""
+        each group (under a millisecond); leaves room in the caches for the walks' own use.
+        True when nothing is left to read (every group's children held, or no room)."""
         for group in groups:
-            if until.done() or not self.room_for_reading_ahead():
-                return
+            if not self.room_for_reading_ahead():
+                return True
             if group.id in self._children:
                 continue
+            if until.done():
+                return False
             family = self.split_children(group.id)
             self.entries("document", NodeRuns([family.documents]), preset.documents.render)
             self.entries("group", family.groups, preset.group_settings(depth).render)
             await asyncio.sleep(0)
+        return True
 
     def room_for_reading_ahead(self) -> bool:
         limit = READ_AHEAD_SHARE * self.cache_nodes
@@ -246,6 +250,15 @@ class TreeView:
         for node in self.tree.nodes(missing):
             cache[node.id] = node
         return [cache[i] for i in node_ids]
+
+    def hold(self, nodes: Sequence[Node]) -> None:
+        """Put nodes the walk has in hand in the node cache, as `node` would (kept pages,
+        whose passages are then sorted into reading order through them, not the tree)."""
+        cache = self._cache
+        if len(cache) + len(nodes) > NODE_CACHE_NODES:
+            cache.clear()
+        for node in nodes:
+            cache.setdefault(node.id, node)
 
     def page(self, key: str) -> Node | None:
         """The page (document) whose key is `key`, cached; None when the tree has no node of

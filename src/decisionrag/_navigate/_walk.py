@@ -20,7 +20,7 @@ from .._tree import Node
 from ._choice import choose
 from ._config import ONE_REQUEST, Preset
 from ._filters import Filter
-from ._level import LevelEngine
+from ._level import LevelEngine, ReadAhead
 from ._ranking import Ranking, Scored, close_stage, judge_level
 from ._recovery import Recovery
 from ._render import LINE_TOKENS, TaskWording, fit_query, query_budget
@@ -219,7 +219,10 @@ class Walk:
 
     async def judge_groups(self, groups: list[Node], depth: int) -> set[str]:
         settings = self.preset.group_settings(depth)
-        read_ahead = functools.partial(self.view.read_ahead, self.preset, groups, depth + 1)
+        read_ahead: ReadAhead | None = functools.partial(
+            self.view.read_ahead, self.preset, groups, depth + 1)
+        if depth == 0:  # the top level's reading ahead goes on in every later wait, until done
+            self.levels.idle, read_ahead = read_ahead, None
         ranking, stage = await judge_level(self.levels, self.view, "group", groups, settings,
                                            Stage.GROUP.at(depth), read_ahead=read_ahead)
         kept = ranking.top(ranking.keep_count(settings))
@@ -294,6 +297,7 @@ class Walk:
         headings = self.preset.headings
         passages: list[Node] = []
         long_pages: list[Node] = []
+        self.view.hold([page.node for page in pages])
         for rank, page in enumerate(pages, 1):
             limit = self.preset.documents.expansion_limit(rank)
             if limit == 0:
