@@ -101,6 +101,12 @@ class ScriptedJudge(Judge):
 
 
 
+# asyncio's timers wake late by up to about a millisecond (epoll waits whole milliseconds,
+# rounded up, and the kernel adds its slack: 0.7 ms a 0.2 s sleep, median, on a 2-core VM);
+# an answer arriving on a socket wakes the loop at once. The simulated judge sleeps to this
+# much before its deadline and yields the rest, so that a request takes its latency.
+_TIMER_SLACK = 0.002
+
 HOSTED_LIMITS = Limits(max_questions=None, max_options=255, max_tokens=64_000)  # like hosted Jev
 
 
@@ -147,7 +153,9 @@ class SimulatedJudge(ScriptedJudge):
             deadline = time.perf_counter() + self.latency
             await asyncio.sleep(0)  # requests sent together start their clocks together
             result = await answer()
-            await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+            await asyncio.sleep(max(0.0, deadline - time.perf_counter() - _TIMER_SLACK))
+            while time.perf_counter() < deadline:  # the last stretch yielded away, not slept
+                await asyncio.sleep(0)
         return result, time.perf_counter() - start
 
     async def binary(self, request: BinaryRequest) -> BinaryResult:
