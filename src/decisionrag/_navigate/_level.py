@@ -260,8 +260,9 @@ class LevelEngine:
         return result
 
     async def _using_wait(self, answer: Awaitable[R]) -> R:
-        """`answer`, awaited while `use_wait` uses the wait (when it has work)."""
-        if not self._has_work(self.idle):
+        """`answer`, awaited while `use_wait` uses the wait (for reading ahead or collecting;
+        deferred work alone waits for the next level, or the walk's end, as before)."""
+        if self.idle is None and not self.collects_in_waits:
             return await answer
         pending = asyncio.ensure_future(answer)
         await self.use_wait(pending, self.idle)
