@@ -242,3 +242,14 @@ def test_packing_runs_leaves_no_reference_cycle() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_a_kept_part_counts_the_list_it_renders() -> None:
+    """A part kept across queries keeps the list it renders for a judge that reads context:
+    what it costs to keep counts that text (its entries' lines made), else not."""
+    entries = [Entry(f"k{i}", "word " * 50, ("Group",), 1) for i in range(4)]
+    part = RequestPart.of(entries)
+    bare = part.nbytes
+    for entry in entries:
+        entry.line  # noqa: B018 - made, as for a judge that reads context
+    assert part.nbytes >= bare + sum(len(entry.line) for entry in entries)

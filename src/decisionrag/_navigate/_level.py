@@ -350,7 +350,7 @@ class _PackedLevel(tuple[RequestPart, ...]):
 
     @property
     def nbytes(self) -> int:
-        return sum(64 + 24 * len(part.entries) for part in self)
+        return sum(part.nbytes for part in self)
 
 
 def _smallest(*limits: int | None) -> int | None:

@@ -289,8 +289,8 @@ class _Indexed(Protocol):
     def __getitem__(self, index: int, /) -> int: ...
 
 
-# header costs (`_header_counter`), kept per cost function while it lives (a view's counter lives with its
-# navigator; a bound method, made anew at each reading, keeps nothing)
+# header costs (`_header_counter`), kept per cost function while it lives (a view's counter
+# lives with its navigator; a bound method, made anew at each reading, keeps nothing)
 _HeaderChange = tuple[int, tuple[str, ...]]  # (headers shared with the previous path, next path)
 _HEADER_TOKENS: weakref.WeakKeyDictionary[Callable[[str], int], dict[_HeaderChange, int]] = (
     weakref.WeakKeyDictionary())

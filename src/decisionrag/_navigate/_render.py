@@ -529,6 +529,13 @@ class RequestPart:
             return cls(entries, entries.candidates())
         return cls(entries, tuple(map(_CANDIDATE, entries)))
 
+    @property
+    def nbytes(self) -> int:
+        """What keeping the part costs: its lists, and for a judge that reads context (its
+        entries' lines made) the list it renders once, about their text."""
+        made = [line for line in map(_MADE_LINE, self.entries) if line is not None]
+        return 64 + 24 * len(self.entries) + sum(map(len, made)) + 16 * len(made)
+
     def listed(self, kind: Kind, task: TaskWording) -> str:
         """`render_list` of the part's entries, kept."""
         found = self.lists.get((kind, task))
