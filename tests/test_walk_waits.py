@@ -83,30 +83,37 @@ def test_only_a_judge_reached_elsewhere_has_its_waits_collected_in() -> None:
     assert not LevelEngine(ScriptedJudge(), "q", "qa").collects_in_waits
 
 
-def test_a_wait_collects_after_the_requests_went_out(collections: list[int]) -> None:
+def test_a_wait_collects_after_the_requests_went_out() -> None:
     """The young collection runs once the requests have started (their clocks run), before
     the answers come back; a judge that computes here is left alone."""
 
-    async def wait_with(judge: Any) -> tuple[list[int], bool]:
+    async def wait_with(judge: Any) -> list[tuple[bool, bool]]:
+        """(the request had started, it was done) at each collection during the wait."""
         engine = LevelEngine(judge, "q", "qa")
         started: list[bool] = []
+        pending: asyncio.Future[None]
 
         async def request() -> None:
             started.append(True)
             await asyncio.sleep(0.01)
 
-        pending = asyncio.ensure_future(request())
-        collections.clear()
-        await engine.use_wait(pending, None)
-        seen = list(collections)
-        done = pending.done()
-        await pending
-        return seen, bool(started) and not done
+        def note(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                seen.append((bool(started), pending.done()))
 
-    seen, in_flight = asyncio.run(wait_with(SimulatedJudge(0.01)))
-    assert seen and in_flight
-    seen, _ = asyncio.run(wait_with(ScriptedJudge()))
-    assert seen == []
+        seen: list[tuple[bool, bool]] = []
+        pending = asyncio.ensure_future(request())
+        gc.callbacks.append(note)
+        try:
+            await engine.use_wait(pending, None)
+        finally:
+            gc.callbacks.remove(note)
+        await pending
+        return seen
+
+    seen = asyncio.run(wait_with(SimulatedJudge(0.01)))
+    assert seen and all(started and not done for started, done in seen)
+    assert asyncio.run(wait_with(ScriptedJudge())) == []
 
 
 # -- reading ahead in every wait -------------------------------------------------------------
