@@ -268,14 +268,11 @@ class LevelEngine:
         await self.use_wait(pending, self.idle)
         return await pending
 
-    def _has_work(self, read_ahead: ReadAhead | None) -> bool:
-        return read_ahead is not None or bool(self._deferred) or self.collects_in_waits
-
     async def use_wait(self, pending: asyncio.Future[Any], read_ahead: ReadAhead | None) -> None:
         """Use the wait for `pending` (requests just sent): the deferred bookkeeping, the
         collector's young generations (`collect_young`), then `read_ahead` until `pending`
         is done. `pending` is cancelled if this fails."""
-        if not self._has_work(read_ahead):
+        if read_ahead is None and not self._deferred and not self.collects_in_waits:
             return
         try:
             # let the requests go out first: the work below would otherwise run before

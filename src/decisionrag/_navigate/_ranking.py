@@ -83,9 +83,7 @@ class Ranking:
             stage = self._stage
             if stage is not None:
                 self.list_keys(stage)
-            keys = self._keys() if callable(self._keys) else self._keys  # (no stage waits)
-            raw = self._raw.tolist() if isinstance(self._raw, np.ndarray) else self._raw
-            self._scores = dict(zip(keys, raw, strict=True))
+            self._scores = _judged_scores(self._keys, self._raw)  # (keys listed if no stage waits)
             self._keys, self._raw = (), ()
             self._stage = None
             if stage is not None:

@@ -234,19 +234,25 @@ class TreeView:
         """A node by id, cached (groups and pages are looked up again and again)."""
         node = self._cache.get(node_id)
         if node is None:
-            if len(self._cache) >= NODE_CACHE_NODES:
-                self._cache.clear()  # full: start again (a walk looks up a few hundred)
+            self._make_room(1)
             node = self._cache[node_id] = self.tree.node(node_id)
         return node
+
+    def _make_room(self, n: int) -> bool:
+        """Start the node cache again when `n` more nodes would overfill it (a walk looks up
+        a few hundred); whether it did."""
+        if len(self._cache) + n <= NODE_CACHE_NODES:
+            return False
+        self._cache.clear()
+        return True
 
     def nodes(self, node_ids: Sequence[int]) -> list[Node]:
         """`node` of each id, in that order: those not cached read from the tree in one query
         (a walk's hybrid candidates are mostly passages it has not met)."""
         cache = self._cache
         missing = [i for i in node_ids if i not in cache]
-        if missing and len(cache) + len(missing) > NODE_CACHE_NODES:
-            cache.clear()  # full: start again, as `node` does (and read them all)
-            missing = list(node_ids)
+        if missing and self._make_room(len(missing)):
+            missing = list(node_ids)  # (all of them read again)
         for node in self.tree.nodes(missing):
             cache[node.id] = node
         return [cache[i] for i in node_ids]
@@ -254,11 +260,9 @@ class TreeView:
     def hold(self, nodes: Sequence[Node]) -> None:
         """Put nodes the walk has in hand in the node cache, as `node` would (kept pages,
         whose passages are then sorted into reading order through them, not the tree)."""
-        cache = self._cache
-        if len(cache) + len(nodes) > NODE_CACHE_NODES:
-            cache.clear()
+        self._make_room(len(nodes))
         for node in nodes:
-            cache.setdefault(node.id, node)
+            self._cache.setdefault(node.id, node)
 
     def page(self, key: str) -> Node | None:
         """The page (document) whose key is `key`, cached; None when the tree has no node of

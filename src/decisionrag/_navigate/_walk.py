@@ -106,7 +106,7 @@ class Walk:
                                   recurring=view.recurring)
         self.trace = self.levels.trace
         self._page_scores: dict[str, float] | Ranking = {}  # see `page_scores`
-        self._recovered: list[Scored] = []  # pages recovery added while that dict waits
+        self._recovered: list[Scored] = []  # pages recovery added, not yet in that dict
         self.early_notes: list[str] = [query_note] if query_note else []  # before stage 1
         # the filter step as its own object, not a bound method of the walk: the walk holds
         # the recovery, and a recovery holding the walk would be a cycle that keeps each
@@ -123,12 +123,12 @@ class Walk:
         """The page stage's scores by key (its ranking's, made on first use), with the
         pages recovery added (their own scores)."""
         if isinstance(self._page_scores, Ranking):
-            scores = self._page_scores.scores
-            if self._recovered:  # a new dict: the page stage's trace shares the one it was judged with
-                scores = dict(scores)
-                for item in self._recovered:
-                    scores.setdefault(item.node.key, item.score)
-            self._page_scores = scores
+            self._page_scores = self._page_scores.scores
+        if self._recovered:  # a new dict: the page stage's trace shares the one it was judged with
+            scores = dict(self._page_scores)
+            for item in self._recovered:
+                scores.setdefault(item.node.key, item.score)
+            self._page_scores, self._recovered = scores, []
         return self._page_scores
 
     @page_scores.setter
@@ -282,12 +282,7 @@ class Walk:
         """The kept pages, and after them those recovery reopens when the page stage is unsure
         (their own scores stand for their pages' in propagation)."""
         added = await self.recovery.recover(kept)
-        if added and isinstance(self._page_scores, Ranking):  # they join its dict once made
-            self._recovered.extend(added)
-        elif added:  # a new dict: the page stage's trace shares the one it was judged with
-            self.page_scores = dict(self.page_scores)
-            for item in added:
-                self.page_scores.setdefault(item.node.key, item.score)
+        self._recovered.extend(added)  # they join the page scores when those are read
         return [*kept, *added]
 
     # -- passages -------------------------------------------------------------------------
